@@ -1,0 +1,112 @@
+"""inferx-compile: MODEL.onnx --target T -o OUT (artifact, or one stage with --emit)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+from inferx_compiler.driver import (EMIT_CHOICES, PRECISIONS, CompileOptions, compile_onnx_file,
+                                    describe_pipeline, format_pipeline, write_result)
+from inferx_compiler.errors import InferXError, TargetError
+from inferx_compiler.log import BuildLog
+from inferx_compiler.targets import all_targets, format_target_table, get_target
+
+from .common import run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="inferx-compile",
+        description="Compile an ONNX model ahead of time for one target into an .ixa artifact.")
+    p.add_argument("model", nargs="?", help="path to the .onnx model")
+    p.add_argument("--target", help="target name (see --list-targets)")
+    p.add_argument("-o", "--output", help="output path (artifact .ixa, or the --emit stage)")
+    p.add_argument("--emit", default="artifact", choices=EMIT_CHOICES,
+                   help="stop at a stage: torch, linalg, inferx, executable-sources (text MLIR), "
+                        "vmfb (IREE module alone, weights inlined), artifact (default)")
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="contraction precision (fp16/bf16 keep f32 accumulation)")
+    p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
+                   help="extra flag passed to IREE (repeatable; recorded in the manifest)")
+    p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
+    p.add_argument("--dump-pipeline", action="store_true",
+                   help="print every stage of the pipeline this build runs and exit")
+    p.add_argument("--report", metavar="FILE", help="write build statistics (time, peak RSS) as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(lambda: _work(args), args.debug)
+
+
+def _work(args) -> int:
+    if args.list_targets:
+        print(format_target_table())
+        return 0
+    if not args.target:
+        raise TargetError(f"--target is required; valid targets: {', '.join(all_targets())}")
+    options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
+                             extra_iree_flags=tuple(args.iree_flag))
+    get_target(args.target)
+    if args.dump_pipeline:
+        print(format_pipeline(describe_pipeline(options)))
+        return 0
+    if not args.model:
+        raise InferXError("no model given: inferx-compile MODEL.onnx --target T -o OUT")
+    out = args.output or _default_output(args.model, args.emit)
+    log = BuildLog(quiet=args.quiet)
+    t0 = time.monotonic()
+    result = compile_onnx_file(args.model, options, log)
+    if args.emit == "artifact":
+        write_result(result, out)
+    else:
+        _write_bytes(out, result.output)
+    seconds = time.monotonic() - t0
+    stats = _stats(args.model, out, seconds)
+    log.step(f"wrote {out} ({stats['output_bytes'] / 2**20:.2f} MiB) in {seconds:.1f}s, "
+             f"peak RSS {stats['peak_rss_mib']:.0f} MiB "
+             f"({stats['peak_rss_over_model']:.1f}x the model file)")
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(stats, f, indent=1, sort_keys=True)
+    return 0
+
+
+def _default_output(model: str, emit: str) -> str:
+    stem = os.path.splitext(os.path.basename(model))[0]
+    ext = {"artifact": ".ixa", "vmfb": ".vmfb"}.get(emit, f".{emit}.mlir")
+    return stem + ext
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        return
+    tmp = path + ".partial"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _stats(model: str, out: str, seconds: float) -> dict:
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model_bytes = os.path.getsize(model)
+    data_dir = os.path.dirname(os.path.abspath(model))
+    return {
+        "compile_seconds": round(seconds, 3),
+        "peak_rss_mib": peak_kib / 1024,
+        "model_bytes": model_bytes,
+        "peak_rss_over_model": (peak_kib * 1024) / max(model_bytes, 1),
+        "output_bytes": os.path.getsize(out) if out != "-" and os.path.exists(out) else 0,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

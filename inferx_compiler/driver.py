@@ -1,0 +1,194 @@
+"""The compile driver: model in, artifact (or one intermediate stage) out.
+
+Stages, each reproducible on its own (`inferx-compile --dump-pipeline` prints them):
+
+  1 import          torch-mlir ONNX importer (or FX importer), in process
+  2 onnx-to-torch   graph context
+  3 torch-to-linalg graph context
+  4 graph           inferx decision passes (precision...), graph context   --emit inferx stops here
+  5 graph-lowering  inferx ops -> linalg/arith, canonicalize, cse           --emit linalg stops here
+  6 iree-input      inferx-bind-parameters, IREE context
+  7 iree            IREE phases up to executable-sources (flags in the manifest)
+  8 dispatch        inferx dispatch passes on each hal.executable            --emit executable-sources
+  9 iree            IREE from executable-sources to the VM module            --emit vmfb
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import graph_lowering, onnx_frontend
+from .artifact import Manifest, PARAMETER_SCOPE, MODULE_MLIR, MODULE_VMFB, write_artifact
+from .errors import TargetError
+from .log import BuildLog
+from .mlir_contexts import module_to_bytecode, new_graph_context
+from .targets import Target, get_target
+from .versions import stack_versions
+
+EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
+PRECISIONS = ("fp32", "fp16", "bf16")
+# Flags every build gets, whatever the target: keep the model's dtypes as they are.
+SEMANTIC_FLAGS = ("--iree-input-demote-f64-to-f32=false",)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str
+    emit: str = "artifact"
+    precision: str = "fp32"
+    extra_iree_flags: tuple[str, ...] = ()
+
+
+@dataclass
+class Stage:
+    name: str
+    level: str  # graph | iree | importer
+    spec: str  # textual pipeline, or IREE flags
+
+
+@dataclass
+class CompileResult:
+    output: bytes = b""  # for --emit stages other than artifact
+    manifest: Optional[Manifest] = None
+    dispatches: list = field(default_factory=list)
+    weights: dict = field(default_factory=dict)
+
+
+def graph_decision_pipeline(options: CompileOptions) -> str:
+    passes = []
+    if options.precision != "fp32":
+        dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
+        passes += [f"inferx-annotate-precision{{precision={dtype}}}", "inferx-apply-precision"]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
+IREE_INPUT = f"builtin.module(inferx-bind-parameters{{scope={PARAMETER_SCOPE}}})"
+DISPATCH = "builtin.module(inferx-dispatch-report)"
+
+
+def iree_flags(target: Target, options: CompileOptions) -> list[str]:
+    return target.iree_flags() + list(SEMANTIC_FLAGS) + list(options.extra_iree_flags)
+
+
+def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Stage]:
+    target = get_target(options.target)
+    to_linalg = graph_lowering.TORCH_TO_LINALG if source == "onnx" else graph_lowering.FX_TORCH_TO_LINALG
+    stages = [Stage("import", "importer", "torch-mlir onnx_importer (in process)" if source == "onnx"
+                    else "torch-mlir fx importer (in process)")]
+    if source == "onnx":
+        stages.append(Stage("onnx-to-torch", "graph", graph_lowering.ONNX_TO_TORCH))
+    stages += [Stage("torch-to-linalg", "graph", to_linalg),
+               Stage("graph", "graph", graph_decision_pipeline(options)),
+               Stage("graph-lowering", "graph", GRAPH_LOWERING)]
+    if target.executable:
+        flags = " ".join(iree_flags(target, options))
+        stages += [Stage("iree-input", "iree", IREE_INPUT),
+                   Stage("iree-to-executable-sources", "iree", f"{flags} --compile-to=executable-sources"),
+                   Stage("dispatch", "iree", DISPATCH),
+                   Stage("iree-to-vm", "iree", f"{flags} --compile-from=executable-sources")]
+    return stages
+
+
+def format_pipeline(stages: list[Stage]) -> str:
+    lines = []
+    for i, s in enumerate(stages, 1):
+        if s.level == "graph":
+            how = f"inferx-opt --pass-pipeline='{s.spec}'"
+        elif s.level == "iree" and s.spec.startswith("builtin.module"):
+            how = f"inferx-opt --context=iree --pass-pipeline='{s.spec}'"
+        elif s.level == "iree":
+            how = f"iree-compile {s.spec}"
+        else:
+            how = s.spec
+        lines.append(f"{i:2d}. {s.name:28s} {how}")
+    return "\n".join(lines)
+
+
+def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
+    target = _check_request(options)
+    log.step(f"loading {os.path.basename(model_path)}")
+    model, digest = onnx_frontend.load_model(model_path)
+    name = os.path.splitext(os.path.basename(model_path))[0]
+    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
+                                     externalize_weights=(options.emit == "artifact"))
+    ctx = new_graph_context()
+    with ctx:
+        module_op = graph_lowering.import_onnx(prepared, ctx)
+        log.step(f"imported {len(prepared.nodes)} ONNX nodes (opset {prepared.opset})")
+        graph_lowering.convert_onnx_ops(module_op, prepared, log)
+        if options.emit == "torch":
+            return CompileResult(output=_asm(module_op))
+        graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log)
+        graph_lowering.mark_parameter_args(module_op, list(prepared.weights))
+    model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
+                  "upgraded_from_opset": prepared.upgraded_from}
+    return _compile_linalg(module_op, ctx, target, options, log, model_info,
+                           prepared.inputs, prepared.outputs, prepared.weights)
+
+
+def _check_request(options: CompileOptions) -> Target:
+    target = get_target(options.target)
+    if options.emit not in EMIT_CHOICES:
+        raise TargetError(f"unknown --emit '{options.emit}'; valid: {', '.join(EMIT_CHOICES)}")
+    if not target.executable and options.emit in ("vmfb", "executable-sources"):
+        raise TargetError(
+            f"target '{target.name}' cannot produce --emit {options.emit}: {target.route_note}. "
+            f"Use --emit linalg, or the default artifact (which holds the optimized MLIR)")
+    if options.precision not in PRECISIONS:
+        raise TargetError(f"unknown --precision '{options.precision}'; valid: {', '.join(PRECISIONS)}")
+    return target
+
+
+def _compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
+                    model_info: dict, inputs, outputs, weights) -> CompileResult:
+    from .passes.pipeline import run_pipeline
+    from . import iree_backend
+
+    with ctx:
+        run_pipeline(module_op, graph_decision_pipeline(options), "graph", stage="graph")
+        if options.emit == "inferx":
+            return CompileResult(output=_asm(module_op))
+        run_pipeline(module_op, GRAPH_LOWERING, "graph", stage="graph-lowering")
+        log.step("graph-level inferx passes done")
+        if options.emit == "linalg":
+            return CompileResult(output=_asm(module_op))
+        bytecode = module_to_bytecode(module_op)
+    flags = iree_flags(target, options)
+    pipeline = {s.name: s.spec for s in describe_pipeline(options, model_info["source"])}
+    manifest = Manifest(model=model_info, target=target.to_json(), compiler=stack_versions(),
+                        iree_flags=flags if target.executable else [], pipeline=pipeline,
+                        inputs=inputs, outputs=outputs, executable=target.executable,
+                        precision_plan={"mode": options.precision, "layers": []})
+    if not target.executable:
+        manifest.module = MODULE_MLIR
+        manifest.notes.append(f"no executable: {target.route_note}")
+        log.warn(f"target '{target.name}': {target.route_note}")
+        return CompileResult(output=bytecode_to_text(bytecode), manifest=manifest, weights=weights)
+    if options.emit == "executable-sources":
+        text = iree_backend.compile_to_sources_text(bytecode, flags, input_pipeline=IREE_INPUT,
+                                                    dispatch_pipeline=DISPATCH, log=log)
+        return CompileResult(output=text)
+    result = iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
+                                         dispatch_pipeline=DISPATCH, log=log)
+    manifest.module = MODULE_VMFB
+    return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
+                         weights=weights)
+
+
+def write_result(result: CompileResult, out_path: str) -> None:
+    write_artifact(out_path, result.manifest, result.output, result.weights,
+                   {"dispatches": result.dispatches})
+
+
+def _asm(module_op) -> bytes:
+    return module_op.get_asm(large_elements_limit=16, large_resource_limit=64).encode()
+
+
+def bytecode_to_text(bytecode: bytes) -> bytes:
+    from torch_mlir import ir
+
+    with new_graph_context():
+        return ir.Module.parse(bytecode).operation.get_asm().encode()

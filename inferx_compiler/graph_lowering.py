@@ -1,0 +1,116 @@
+"""torch-mlir's half: ONNX proto -> torch dialect -> linalg on tensors (graph context).
+
+Ops that the ONNX->torch conversion leaves behind are collected all at once and
+reported by ONNX node (name, op type, domain, opset) before anything else runs.
+"""
+
+from __future__ import annotations
+
+from .errors import PipelineError, UnsupportedOpsError
+from .log import BuildLog
+from .onnx_frontend import PreparedModel
+from .passes.pipeline import run_pipeline
+
+ENTRY_FUNCTION = "main"
+PARAMETER_ARG_ATTR = "inferx.parameter"
+
+ONNX_TO_TORCH = "builtin.module(func.func(convert-torch-onnx-to-torch))"
+TORCH_TO_LINALG = ("builtin.module(torch-onnx-to-torch-backend-pipeline,"
+                   "torch-backend-to-linalg-on-tensors-backend-pipeline)")
+FX_TORCH_TO_LINALG = ("builtin.module(torchdynamo-export-to-torch-backend-pipeline,"
+                      "torch-backend-to-linalg-on-tensors-backend-pipeline)")
+
+
+def import_onnx(prepared: PreparedModel, context):
+    """The torch-mlir ONNX importer, in process; returns the module's Operation."""
+    from torch_mlir.extras import onnx_importer
+
+    config = onnx_importer.Config()
+    model_info = onnx_importer.ModelInfo(prepared.proto, config=config)
+    module_op = model_info.create_module(context=context).operation
+    importer = onnx_importer.NodeImporter.define_function(model_info.main_graph, module_op)
+    try:
+        importer.import_all()
+    except onnx_importer.OnnxImportError as e:
+        raise PipelineError(f"model '{prepared.name}': ONNX import failed: {e}") from None
+    _rename_entry(module_op)
+    return module_op
+
+
+def _rename_entry(module_op) -> None:
+    from torch_mlir import ir
+
+    funcs = [op for op in module_op.regions[0].blocks[0].operations if op.operation.name == "func.func"]
+    with module_op.context:
+        funcs[0].attributes["sym_name"] = ir.StringAttr.get(ENTRY_FUNCTION)
+
+
+def convert_onnx_ops(module_op, prepared: PreparedModel, log: BuildLog) -> None:
+    """ONNX ops -> torch ops; every node left unconverted is reported at once."""
+    run_pipeline(module_op, ONNX_TO_TORCH, "graph", stage="onnx-to-torch")
+    leftovers = _unconverted_onnx_nodes(module_op, prepared)
+    if leftovers:
+        raise UnsupportedOpsError(leftovers)
+    log.step("converted ONNX ops to the torch dialect")
+
+
+def _unconverted_onnx_nodes(module_op, prepared: PreparedModel) -> list[dict]:
+    found: dict[str, dict] = {}
+
+    def visit(op):
+        if op.name == "torch.operator":
+            from torch_mlir import ir
+
+            op_type = ir.StringAttr(op.attributes["name"]).value.removeprefix("onnx.")
+            node_name = _location_name(op.location)
+            info = prepared.nodes.get(node_name) or {
+                "name": node_name or str(op.location), "op_type": op_type, "domain": "",
+                "opset": prepared.opset}
+            found.setdefault(info["name"], info)
+        return WalkResult_ADVANCE
+
+    from torch_mlir import ir
+
+    WalkResult_ADVANCE = ir.WalkResult.ADVANCE
+    module_op.walk(visit)
+    return list(found.values())
+
+
+def _location_name(loc) -> str:
+    name = getattr(loc, "name_str", None)
+    if name:
+        return name
+    text = str(loc)
+    if text.startswith('loc("') and text.endswith('")'):
+        return text[5:-2]
+    return ""
+
+
+def lower_to_linalg(module_op, pipeline: str, log: BuildLog) -> None:
+    run_pipeline(module_op, pipeline, "graph", stage="torch-to-linalg")
+    log.step("lowered the torch dialect to linalg on tensors")
+
+
+def mark_parameter_args(module_op, parameter_names: list[str]) -> None:
+    """Tag the entry's trailing arguments (the lifted weights) with their parameter keys."""
+    if not parameter_names:
+        return
+    from torch_mlir import ir
+
+    entry = _entry_function(module_op)
+    n_args = len(ir.FunctionType(ir.TypeAttr(entry.attributes["function_type"]).value).inputs)
+    first = n_args - len(parameter_names)
+    with module_op.context:
+        attrs = [ir.DictAttr.get({}) for _ in range(n_args)]
+        if "arg_attrs" in entry.attributes:
+            attrs = list(ir.ArrayAttr(entry.attributes["arg_attrs"]))
+        for i, key in enumerate(parameter_names):
+            attrs[first + i] = ir.DictAttr.get({PARAMETER_ARG_ATTR: ir.StringAttr.get(key)})
+        entry.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+def _entry_function(module_op):
+    for op in module_op.regions[0].blocks[0].operations:
+        if op.operation.name == "func.func" and op.attributes["sym_name"].value == ENTRY_FUNCTION:
+            return op.operation
+    raise PipelineError(f"the module has no @{ENTRY_FUNCTION} function")

@@ -1,0 +1,155 @@
+"""IREE's half, in process through `iree.compiler.api` (no shelling out).
+
+    bytecode ─► input passes (inferx-bind-parameters) ─► IREE up to executable-sources
+             ─► dispatch passes (inferx-dispatch-report, ...) ─► IREE from there to vm
+
+A failing IREE phase saves its input and prints the `iree-compile` command that
+reproduces it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+from .errors import PipelineError
+from .log import BuildLog
+from .passes.pipeline import run_pipeline, save_reproducer
+
+DISPATCH_PHASE = "executable-sources"
+
+
+@dataclass
+class IreeResult:
+    vmfb: bytes
+    dispatches: list[dict] = field(default_factory=list)
+
+
+def _phase_setters():
+    from iree.compiler.api import ctypes_dl
+
+    ctypes_dl._init_dylib()
+    lib = ctypes_dl._dylib
+    for fn in (lib.ireeCompilerInvocationSetCompileToPhase, lib.ireeCompilerInvocationSetCompileFromPhase):
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        fn.restype = None
+    return lib.ireeCompilerInvocationSetCompileToPhase, lib.ireeCompilerInvocationSetCompileFromPhase
+
+
+class _Compiler:
+    """One IREE session with its flags and a diagnostics collector."""
+
+    def __init__(self, flags: list[str]):
+        from iree.compiler.api import Session
+
+        self.flags = list(flags)
+        self.session = Session()
+        try:
+            self.session.set_flags(*self.flags)
+        except ValueError as e:
+            raise PipelineError(f"IREE rejected the compiler flags: {e}") from None
+        self.diagnostics: list[str] = []
+        self.session.context.attach_diagnostic_handler(self._on_diagnostic)
+
+    def _on_diagnostic(self, d) -> bool:
+        self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {d.message}")
+        return True
+
+    def parse(self, bytecode: bytes):
+        from iree.compiler import ir
+
+        with self.session.context:
+            return ir.Module.parse(bytecode).operation
+
+    def run_phases(self, module_op, *, compile_from: str | None, compile_to: str | None, stage: str):
+        from .mlir_contexts import module_to_bytecode
+
+        set_to, set_from = _phase_setters()
+        saved = module_to_bytecode(module_op)
+        inv = self.session.invocation()
+        inv.import_module(module_op)
+        if compile_to:
+            set_to(inv._inv_p, compile_to.encode())
+        if compile_from:
+            set_from(inv._inv_p, compile_from.encode())
+        self.diagnostics.clear()
+        if not inv.execute():
+            extra = []
+            if compile_from:
+                extra.append(f"--compile-from={compile_from}")
+            if compile_to:
+                extra.append(f"--compile-to={compile_to}")
+            raise self._failure(stage, saved, extra)
+        return inv
+
+    def _failure(self, stage: str, saved: bytes, extra: list[str]) -> PipelineError:
+        repro = save_reproducer(saved, "", stage)
+        path = repro.splitlines()[0].removeprefix("input IR saved to ")
+        cmd = "iree-compile " + " ".join(self.flags + extra) + f" {path} -o out.vmfb"
+        detail = "\n".join(self.diagnostics[-12:]) or "(IREE printed no diagnostics)"
+        return PipelineError(f"IREE {stage} failed:\n{detail}",
+                             f"input IR saved to {path}\nreproduce with:\n  {cmd}")
+
+
+def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: str,
+                        dispatch_pipeline: str, log: BuildLog):
+    module_op = compiler.parse(bytecode)
+    with compiler.session.context:
+        run_pipeline(module_op, input_pipeline, "iree", stage="iree-input")
+    inv = compiler.run_phases(module_op, compile_from=None, compile_to=DISPATCH_PHASE,
+                              stage="compile to executable-sources")
+    sources = inv.export_module()
+    log.step("IREE: compiled to executable-sources")
+    with compiler.session.context:
+        run_pipeline(sources, dispatch_pipeline, "iree", stage="dispatch")
+    return sources
+
+
+def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
+                   dispatch_pipeline: str, log: BuildLog) -> IreeResult:
+    compiler = _Compiler(flags)
+    sources = _compile_to_sources(compiler, bytecode, input_pipeline, dispatch_pipeline, log)
+    dispatches = read_dispatch_report(sources)
+    log.step(f"dispatch passes ran on {len(dispatches)} dispatches")
+    inv = compiler.run_phases(sources, compile_from=DISPATCH_PHASE, compile_to=None,
+                              stage="compile executable-sources to vm")
+    vmfb = _vm_bytes(inv)
+    log.step(f"IREE: wrote the VM module ({len(vmfb) / 2**10:.0f} KiB)")
+    return IreeResult(vmfb, dispatches)
+
+
+def compile_to_sources_text(bytecode: bytes, flags: list[str], *, input_pipeline: str,
+                            dispatch_pipeline: str, log: BuildLog) -> bytes:
+    """Stop after the dispatch passes; return executable-sources IR as text (--emit)."""
+    sources = _compile_to_sources(_Compiler(flags), bytecode, input_pipeline, dispatch_pipeline, log)
+    return sources.get_asm(large_elements_limit=16, large_resource_limit=64).encode()
+
+
+def _vm_bytes(inv) -> bytes:
+    from iree.compiler.api import Output
+
+    out = Output.open_membuffer()
+    inv.output_vm_bytecode(out)
+    return bytes(out.map_memory())
+
+
+def read_dispatch_report(module_op) -> list[dict]:
+    from iree.compiler import ir
+
+    from .passes.dispatch_report import REPORT_ATTR
+
+    rows = []
+    for op in module_op.regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name != "hal.executable" or REPORT_ATTR not in op.attributes:
+            continue
+        d = ir.DictAttr(op.attributes[REPORT_ATTR])
+        rows.append({
+            "dispatch": ir.StringAttr(op.attributes["sym_name"]).value,
+            "root": ir.StringAttr(d["root"]).value,
+            "kind": ir.StringAttr(d["kind"]).value,
+            "element_type": ir.StringAttr(d["element_type"]).value,
+            "loops": list(ir.DenseI64ArrayAttr(d["loops"])),
+            "flops": ir.IntegerAttr(d["flops"]).value,
+        })
+    return rows

@@ -1,0 +1,27 @@
+"""The build log: progress lines on stderr as work goes, kept for the artifact's report."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+class BuildLog:
+    def __init__(self, quiet: bool = False, stream=None):
+        self.quiet = quiet
+        self.stream = stream or sys.stderr
+        self.lines: list[str] = []
+        self.warnings: list[str] = []
+        self._t0 = time.monotonic()
+
+    def step(self, message: str) -> None:
+        self._emit(f"[{time.monotonic() - self._t0:7.2f}s] {message}")
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(message)
+        self._emit(f"warning: {message}")
+
+    def _emit(self, line: str) -> None:
+        self.lines.append(line)
+        if not self.quiet:
+            print(line, file=self.stream, flush=True)

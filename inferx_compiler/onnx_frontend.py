@@ -1,0 +1,216 @@
+"""ONNX in: load, check, upgrade old opsets, lift weights out, infer shapes, import.
+
+Weights never pass through MLIR text. Float initializers with at least
+`WEIGHT_ELEMENTS_THRESHOLD` elements are lifted out of the graph into extra graph
+inputs before import, so the imported module carries only their types; their bytes
+go straight from the ONNX file into the artifact's parameter archive, and the IREE
+module reads them back as named parameters (see `passes/bind_parameters.py`).
+Small constants (shapes, axes, scalars) stay in the graph: lowerings need their values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .errors import ModelLoadError, UnsupportedOpsError
+from .log import BuildLog
+from .tensor_spec import TensorSpec
+
+# The opset below which we upgrade before import: torch-mlir's importer misses
+# BatchNormalization < 15 and Slice-10/11 forms, which opset 17 fixes.
+MIN_IMPORT_OPSET = 17
+WEIGHT_ELEMENTS_THRESHOLD = 1024
+LOWERABLE_DOMAINS = ("", "ai.onnx")
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                onnx.TensorProto.DOUBLE}
+
+
+@dataclass
+class PreparedModel:
+    proto: onnx.ModelProto
+    name: str
+    sha256: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    weights: dict[str, np.ndarray] = field(default_factory=dict)
+    opset: int = 0
+    upgraded_from: Optional[int] = None
+    nodes: dict[str, dict] = field(default_factory=dict)  # node name -> op_type/domain/opset
+
+
+def load_model(path: str) -> tuple[onnx.ModelProto, str]:
+    """Read an ONNX file (with external data beside it); return the proto and its sha256."""
+    if not os.path.isfile(path):
+        raise ModelLoadError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        raw = f.read()
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        model = onnx.load_model_from_string(raw)
+    except Exception as e:  # protobuf raises DecodeError and friends
+        raise ModelLoadError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise ModelLoadError(f"{path}: not an ONNX model (no graph or no opset_import)")
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        try:
+            onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        except Exception as e:
+            raise ModelLoadError(f"{path}: cannot load external weight data: {e}") from None
+    return model, digest
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in LOWERABLE_DOMAINS:
+            return imp.version
+    return 0
+
+
+def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
+            externalize_weights: bool = True) -> PreparedModel:
+    """Everything done to the ONNX proto before torch-mlir sees it."""
+    _check_structure(model, name)
+    _name_nodes(model)
+    _reject_foreign_domains(model)
+    weights = _lift_weights(model) if externalize_weights else {}
+    if weights:
+        total = sum(w.nbytes for w in weights.values())
+        log.step(f"lifted {len(weights)} weight tensors ({total / 2**20:.1f} MiB) out of the graph")
+    opset = default_opset(model)
+    upgraded_from = None
+    if opset < MIN_IMPORT_OPSET:
+        model = _upgrade_opset(model, opset, log)
+        if default_opset(model) != opset:
+            upgraded_from, opset = opset, default_opset(model)
+    model = _infer_shapes(model, name)
+    inputs, outputs = _interface(model, set(weights))
+    return PreparedModel(model, name, sha256, inputs, outputs, weights, opset, upgraded_from,
+                         _node_index(model))
+
+
+def _check_structure(model: onnx.ModelProto, name: str) -> None:
+    if not model.graph.output:
+        raise ModelLoadError(f"model '{name}': the graph has no outputs")
+    for vi in list(model.graph.input) + list(model.graph.output):
+        if not vi.type.HasField("tensor_type"):
+            kind = vi.type.WhichOneof("value") or "untyped"
+            raise ModelLoadError(
+                f"model '{name}': graph {'input' if vi in model.graph.input else 'output'} "
+                f"'{vi.name}' is a {kind}; only tensor inputs and outputs are supported"
+            )
+
+
+def _name_nodes(model: onnx.ModelProto) -> None:
+    """Give every node a unique name: diagnostics and locations point back to it."""
+    seen = set()
+    for i, node in enumerate(model.graph.node):
+        base = node.name or f"{node.op_type}_{i}"
+        candidate = base
+        while candidate in seen:
+            candidate = f"{base}_{i}"
+        node.name = candidate
+        seen.add(candidate)
+
+
+def _opset_for(model: onnx.ModelProto, domain: str) -> Optional[int]:
+    for imp in model.opset_import:
+        if imp.domain == domain or (domain in LOWERABLE_DOMAINS and imp.domain in LOWERABLE_DOMAINS):
+            return imp.version
+    return None
+
+
+def _reject_foreign_domains(model: onnx.ModelProto) -> None:
+    bad = [
+        {"name": n.name, "op_type": n.op_type, "domain": n.domain,
+         "opset": _opset_for(model, n.domain)}
+        for n in model.graph.node if n.domain not in LOWERABLE_DOMAINS
+    ]
+    if bad:
+        raise UnsupportedOpsError(bad)
+
+
+def _lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Move large float initializers (and large float Constant nodes) to graph inputs."""
+    graph = model.graph
+    _constants_to_initializers(graph)
+    lifted: dict[str, np.ndarray] = {}
+    kept = []
+    for init in graph.initializer:
+        n_elems = int(np.prod(init.dims)) if init.dims else 1
+        if init.data_type in _FLOAT_TYPES and n_elems >= WEIGHT_ELEMENTS_THRESHOLD:
+            lifted[init.name] = numpy_helper.to_array(init)
+        else:
+            kept.append(init)
+    if not lifted:
+        return lifted
+    # Old exporters list initializers among the inputs too; those entries go.
+    user_inputs = [vi for vi in graph.input if vi.name not in lifted]
+    del graph.input[:]
+    graph.input.extend(user_inputs)
+    for name, arr in lifted.items():
+        elem = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype) if arr.dtype != object else 1
+        graph.input.append(onnx.helper.make_tensor_value_info(name, elem, list(arr.shape)))
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return lifted
+
+
+def _constants_to_initializers(graph: onnx.GraphProto) -> None:
+    keep = []
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in LOWERABLE_DOMAINS and len(node.attribute) == 1 \
+                and node.attribute[0].name == "value":
+            t = node.attribute[0].t
+            n_elems = int(np.prod(t.dims)) if t.dims else 1
+            if t.data_type in _FLOAT_TYPES and n_elems >= WEIGHT_ELEMENTS_THRESHOLD:
+                init = onnx.TensorProto()
+                init.CopyFrom(t)
+                init.name = node.output[0]
+                graph.initializer.append(init)
+                continue
+        keep.append(node)
+    if len(keep) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(keep)
+
+
+def _upgrade_opset(model: onnx.ModelProto, opset: int, log: BuildLog) -> onnx.ModelProto:
+    from onnx import version_converter
+
+    try:
+        upgraded = version_converter.convert_version(model, MIN_IMPORT_OPSET)
+    except Exception as e:
+        log.warn(f"opset {opset} is below {MIN_IMPORT_OPSET} and onnx's version converter failed "
+                 f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); importing at opset {opset}")
+        return model
+    log.step(f"upgraded the model from opset {opset} to opset {MIN_IMPORT_OPSET} (onnx version converter)")
+    _name_nodes(upgraded)
+    return upgraded
+
+
+def _infer_shapes(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as e:
+        raise ModelLoadError(f"model '{name}': ONNX shape inference failed: {e}") from None
+
+
+def _interface(model: onnx.ModelProto, weight_names: set[str]) -> tuple[list, list]:
+    init_names = {i.name for i in model.graph.initializer}
+    inputs = [TensorSpec.from_value_info(vi) for vi in model.graph.input
+              if vi.name not in init_names and vi.name not in weight_names]
+    outputs = [TensorSpec.from_value_info(vi) for vi in model.graph.output]
+    return inputs, outputs
+
+
+def _node_index(model: onnx.ModelProto) -> dict[str, dict]:
+    return {n.name: {"name": n.name, "op_type": n.op_type, "domain": n.domain,
+                     "opset": _opset_for(model, n.domain)} for n in model.graph.node}

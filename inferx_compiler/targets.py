@@ -1,0 +1,178 @@
+"""The target table: one record per target, read by the passes and the driver.
+
+Target knowledge is data. A `Target` says what the hardware is (arch, vector width
+per dtype, memory sizes, dtypes it computes natively) and how IREE reaches it
+(`iree_flags()` builds the flags from the record; no per-target flag strings live
+anywhere else).
+
+Hopper (h100, h200): IREE 3.13 has no sm_90 entry in its known-target table. We ship
+the route that compiles for sm_80 and embeds PTX, which the CUDA driver JIT-compiles
+for sm_90 at module load. It was checked on an H200 (results identical to the CPU
+build; see README). Declaring an sm_90 target inside the module produces PTX with
+`.target sm_90` but the very same Ampere-class code (mma.sync, no wgmma/TMA), measured
+at the same speed, so the simpler and upstream-reproducible route is the one shipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import platform
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .errors import TargetError
+
+_DTYPE_BITS = {"f64": 64, "f32": 32, "f16": 16, "bf16": 16, "f8": 8, "i64": 64,
+               "i32": 32, "i16": 16, "i8": 8, "i4": 4}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    description: str
+    backend: str  # "llvm-cpu", "cuda" or "none"
+    arch: str  # LLVM CPU name or CUDA SM the hardware is
+    vector_bits: int  # native SIMD register width (CPU) or widest per-thread load (GPU)
+    native_dtypes: tuple[str, ...]  # dtypes the compute units take natively
+    triple: Optional[str] = None  # LLVM triple for CPU targets (None: host)
+    cpu_features: Optional[str] = None
+    cuda_target: Optional[str] = None  # what IREE is asked to build (--iree-cuda-target)
+    memory_bytes: Optional[int] = None  # device memory (GPU) / typical RAM (SoC)
+    shared_memory_bytes: Optional[int] = None  # per workgroup (GPU)
+    l2_bytes: Optional[int] = None
+    subgroup_size: Optional[int] = None
+    runtime_driver: Optional[str] = None  # iree.runtime driver that runs its modules
+    route_note: str = ""
+
+    @property
+    def executable(self) -> bool:
+        return self.backend != "none"
+
+    def vector_width(self, dtype: str) -> int:
+        """Elements of `dtype` per vector register / widest access."""
+        bits = _DTYPE_BITS[dtype]
+        return max(1, self.vector_bits // bits)
+
+    def iree_flags(self) -> list[str]:
+        """The IREE compiler flags this target implies (deterministic order)."""
+        if self.backend == "llvm-cpu":
+            flags = [
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+            ]
+            if self.triple:
+                flags.append(f"--iree-llvmcpu-target-triple={self.triple}")
+            flags.append(f"--iree-llvmcpu-target-cpu={self.arch if self.triple else 'host'}")
+            if self.cpu_features:
+                flags.append(f"--iree-llvmcpu-target-cpu-features={self.cpu_features}")
+            return flags
+        if self.backend == "cuda":
+            return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
+        raise TargetError(
+            f"target '{self.name}' has no IREE backend: {self.route_note or 'nothing to compile to'}"
+        )
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["executable"] = self.executable
+        d["vector_width"] = {dt: self.vector_width(dt) for dt in ("f32", "f16", "i8")}
+        return d
+
+
+def _host_cpu() -> Target:
+    """The machine compiling: x86-64 with AVX-512 if present, AVX2 otherwise, or aarch64."""
+    machine = platform.machine().lower()
+    flags = _cpu_flags()
+    if machine in ("aarch64", "arm64"):
+        bits, arch, dtypes = 128, "host", ("f32", "f16", "i8")
+    elif "avx512f" in flags:
+        bits, arch = 512, "host"
+        dtypes = ("f32", "bf16", "i8") if "avx512_bf16" in flags else ("f32", "i8")
+    else:
+        bits, arch, dtypes = 256, "host", ("f32", "i8")
+    return Target(
+        name="cpu", description=f"this machine's CPU ({machine}, {bits}-bit vectors)",
+        backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
+        runtime_driver="local-task",
+        route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
+    )
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+_AMPERE_SMEM = 166 * 1024
+_HOPPER_SMEM = 227 * 1024
+
+_STATIC_TARGETS = (
+    Target("x86-avx2", "x86-64 with AVX2/FMA (Haswell and newer)", "llvm-cpu", "haswell", 256,
+           ("f32", "i8"), triple="x86_64-unknown-linux-gnu", runtime_driver="local-task"),
+    Target("x86-avx512", "x86-64 with AVX-512 (Skylake-SP / Cascade Lake and newer)", "llvm-cpu",
+           "skylake-avx512", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
+           runtime_driver="local-task"),
+    Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
+           ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
+           runtime_driver="local-task"),
+    Target("a100", "NVIDIA A100 (Ampere, sm_80)", "cuda", "sm_80", 128,
+           ("f32", "tf32", "f16", "bf16", "i8"), cuda_target="sm_80",
+           memory_bytes=80 * 2**30, shared_memory_bytes=_AMPERE_SMEM, l2_bytes=40 * 2**20,
+           subgroup_size=32, runtime_driver="cuda"),
+    Target("h100", "NVIDIA H100 (Hopper, sm_90)", "cuda", "sm_90", 128,
+           ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
+           memory_bytes=80 * 2**30, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
+           subgroup_size=32, runtime_driver="cuda",
+           route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90"),
+    Target("h200", "NVIDIA H200 (Hopper, sm_90, 141 GB HBM3e)", "cuda", "sm_90", 128,
+           ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
+           memory_bytes=141 * 10**9, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
+           subgroup_size=32, runtime_driver="cuda",
+           route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90 "
+                      "(verified on an H200)"),
+    Target("orin", "NVIDIA Jetson Orin GPU (Ampere, sm_87)", "cuda", "sm_87", 128,
+           ("f32", "f16", "bf16", "i8"), cuda_target="sm_87", memory_bytes=64 * 2**30,
+           shared_memory_bytes=_AMPERE_SMEM, l2_bytes=4 * 2**20, subgroup_size=32,
+           runtime_driver="cuda"),
+    Target("orin-cpu", "NVIDIA Jetson Orin CPU (Arm Cortex-A78AE, NEON)", "llvm-cpu",
+           "cortex-a78ae", 128, ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu",
+           runtime_driver="local-task"),
+    Target("ascend910b", "Huawei Ascend 910B (Da Vinci cube + 256-element INT16 vector unit)",
+           "none", "ascend910b", 4096, ("f16", "bf16", "i8"), memory_bytes=64 * 2**30,
+           route_note="no public IREE backend exists for Ascend: the artifact holds the optimized "
+                      "MLIR only, no executable"),
+)
+
+
+@functools.lru_cache(maxsize=None)
+def all_targets() -> dict[str, Target]:
+    table = {t.name: t for t in (_host_cpu(),) + _STATIC_TARGETS}
+    return table
+
+
+def get_target(name: str) -> Target:
+    table = all_targets()
+    if name not in table:
+        raise TargetError(
+            f"unknown target '{name}'; valid targets: {', '.join(table)}"
+        )
+    return table[name]
+
+
+def format_target_table() -> str:
+    rows = [("name", "backend", "arch", "vector", "executable", "description")]
+    for t in all_targets().values():
+        rows.append((t.name, t.backend, t.arch, f"{t.vector_bits}b", "yes" if t.executable else "no",
+                     t.description + (f" — {t.route_note}" if t.route_note else "")))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    out = []
+    for r in rows:
+        out.append("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5])
+    return "\n".join(out)

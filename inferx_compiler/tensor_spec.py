@@ -1,0 +1,49 @@
+"""Name, dtype and shape of one model input or output; dynamic dims carry their names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+Dim = Union[int, str]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str  # numpy dtype name: float32, int64, bool, ...
+    shape: tuple[Dim, ...]
+
+    @classmethod
+    def from_value_info(cls, vi) -> "TensorSpec":
+        import onnx
+
+        tt = vi.type.tensor_type
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        if tt.elem_type == onnx.TensorProto.BFLOAT16:
+            dtype = "bfloat16"
+        dims: list[Dim] = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_param") and d.dim_param:
+                dims.append(d.dim_param)
+            else:
+                dims.append(f"{vi.name}_dim{i}")
+        return cls(vi.name, dtype, tuple(dims))
+
+    @property
+    def dynamic_dims(self) -> list[str]:
+        return [d for d in self.shape if isinstance(d, str)]
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TensorSpec":
+        return cls(d["name"], d["dtype"], tuple(d["shape"]))
+
+    def format_shape(self) -> str:
+        return "[" + ", ".join(str(d) for d in self.shape) + "]"

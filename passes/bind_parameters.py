@@ -1,0 +1,103 @@
+"""inferx-bind-parameters: entry arguments tagged `inferx.parameter` become IREE parameters.
+
+Rewrites (IREE context, before IREE's own pipeline)
+
+    func.func @main(%x, %w {inferx.parameter = "W"}) { body }
+
+into
+
+    util.global private @__inferx_param_0 = #stream.parameter.named<"SCOPE"::"W"> : T
+    func.func private @_inferx_impl_main(%x, %w) { body }
+    func.func @main(%x) { %w = util.global.load @__inferx_param_0; call @_inferx_impl_main(%x, %w) }
+
+Why: weights then never enter the IR; the runtime maps them from the artifact's
+parameter archive, and IREE inlines the call and hoists work on the constant weights.
+Spelled `inferx-bind-parameters{scope=model}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .base import ModulePass, PassFailure
+
+PARAMETER_ARG_ATTR = "inferx.parameter"
+IMPL_PREFIX = "_inferx_impl_"
+
+
+@dataclasses.dataclass(frozen=True)
+class BindParameters(ModulePass):
+    name = "inferx-bind-parameters"
+    level = "iree"
+    summary = "turn entry arguments tagged inferx.parameter into named IREE parameters"
+    scope: str = "model"
+
+    def run(self, module) -> None:
+        for func_op in _public_functions(module):
+            keys = _parameter_keys(func_op)
+            if any(k is not None for k in keys):
+                _bind(module, func_op, keys, self.scope)
+
+
+def _public_functions(module):
+    body = module.regions[0].blocks[0]
+    return [op.operation for op in body.operations
+            if op.operation.name == "func.func" and "sym_visibility" not in op.operation.attributes]
+
+
+def _parameter_keys(func_op) -> list:
+    from iree.compiler import ir
+
+    if "arg_attrs" not in func_op.attributes:
+        return []
+    keys = []
+    for d in ir.ArrayAttr(func_op.attributes["arg_attrs"]):
+        d = ir.DictAttr(d)
+        keys.append(ir.StringAttr(d[PARAMETER_ARG_ATTR]).value if PARAMETER_ARG_ATTR in d else None)
+    return keys
+
+
+def _bind(module, func_op, keys: list, scope: str) -> None:
+    from iree.compiler import ir
+    from iree.compiler.dialects import func, util
+
+    name = ir.StringAttr(func_op.attributes["sym_name"]).value
+    ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
+    inputs, results = list(ftype.inputs), list(ftype.results)
+    impl_name = IMPL_PREFIX + name
+    loc = func_op.location
+    with module.context, loc:
+        func_op.attributes["sym_name"] = ir.StringAttr.get(impl_name)
+        func_op.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        del func_op.attributes["arg_attrs"]
+        user_types = [t for t, k in zip(inputs, keys) if k is None]
+        body = module.regions[0].blocks[0]
+        with ir.InsertionPoint(body):
+            globals_ = {}
+            for i, (t, k) in enumerate(zip(inputs, keys)):
+                if k is None:
+                    continue
+                if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
+                    raise PassFailure(f"parameter '{k}' must be a statically shaped tensor, got {t}",
+                                      func_op)
+                sym = f"__inferx_param_{i}"
+                init = ir.Attribute.parse(f'#stream.parameter.named<"{_escape(scope)}"::"{_escape(k)}"> : {t}')
+                util.GlobalOp(sym, ir.TypeAttr.get(t), sym_visibility="private", initial_value=init)
+                globals_[i] = (sym, t)
+            wrapper = func.FuncOp(name, ir.FunctionType.get(user_types, results))
+            entry = wrapper.add_entry_block()
+        with ir.InsertionPoint(entry):
+            user_args = iter(entry.arguments)
+            operands = []
+            for i, k in enumerate(keys + [None] * (len(inputs) - len(keys))):
+                if i in globals_:
+                    sym, t = globals_[i]
+                    operands.append(util.GlobalLoadOp(t, sym, is_immutable=True).result)
+                else:
+                    operands.append(next(user_args))
+            call = func.CallOp(results, impl_name, operands)
+            func.ReturnOp(call.results)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')

@@ -1,0 +1,44 @@
+"""The one registry of inferx passes, read by `inferx-opt` and `inferx-compile` alike.
+
+Factories are lazy (a pass module is imported only when used). A test asserts that
+every key equals the `name` of the pass class it yields.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from inferx_compiler.errors import PassOptionError
+
+# name -> "module:Class" inside inferx_compiler.passes
+_PASSES = {
+    "inferx-lower-to-linalg": "lower_inferx:LowerInferXToLinalg",
+    "inferx-annotate-precision": "annotate_precision:AnnotatePrecision",
+    "inferx-bind-parameters": "bind_parameters:BindParameters",
+    "inferx-dispatch-report": "dispatch_report:DispatchReport",
+}
+
+
+def _factory(spec: str) -> Callable[[], type]:
+    module_name, class_name = spec.split(":")
+
+    def load() -> type:
+        module = importlib.import_module(f"inferx_compiler.passes.{module_name}")
+        return getattr(module, class_name)
+
+    return load
+
+
+def get_all_passes() -> dict[str, Callable[[], type]]:
+    """Pass name -> zero-argument factory returning the pass class."""
+    return {name: _factory(spec) for name, spec in _PASSES.items()}
+
+
+def get_pass_class(name: str) -> type:
+    passes = get_all_passes()
+    if name not in passes:
+        raise PassOptionError(
+            f"unknown inferx pass '{name}'; registered passes: {', '.join(sorted(passes))}"
+        )
+    return passes[name]()

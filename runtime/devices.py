@@ -1,0 +1,61 @@
+"""Device strings (`cpu`, `cuda`, `cuda:N`) -> IREE HAL devices, checked against the target."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from inferx_compiler.errors import DeviceError
+
+_BACKEND_DEVICE_KINDS = {"llvm-cpu": "cpu", "cuda": "cuda"}
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    kind: str  # cpu | cuda
+    index: int = 0
+
+    @property
+    def driver(self) -> str:
+        return "local-task" if self.kind == "cpu" else "cuda"
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "cpu" else f"{self.kind}:{self.index}"
+
+
+def parse_device(text: str) -> DeviceSpec:
+    kind, _, index = text.strip().partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index not in ("", "0")):
+        raise DeviceError(f"bad device '{text}'; valid forms: cpu, cuda, cuda:N")
+    return DeviceSpec(kind, int(index or 0))
+
+
+def default_device_for(backend: str) -> str:
+    return _BACKEND_DEVICE_KINDS.get(backend, "cpu")
+
+
+def check_compatible(spec: DeviceSpec, backend: str, target_name: str) -> None:
+    want = _BACKEND_DEVICE_KINDS.get(backend)
+    if want is None:
+        raise DeviceError(f"artifact for target '{target_name}' holds no executable module; "
+                          f"it cannot run on any device")
+    if want != spec.kind:
+        raise DeviceError(f"artifact was compiled for target '{target_name}' ({backend}) and runs on "
+                          f"'{want}' devices, not on '{spec}'")
+
+
+@functools.lru_cache(maxsize=None)
+def hal_device(spec: DeviceSpec):
+    """One HAL device per spec for the whole process (sessions share it)."""
+    import iree.runtime as rt
+
+    try:
+        driver = rt.get_driver(spec.driver)
+    except Exception as e:
+        raise DeviceError(f"device '{spec}': IREE driver '{spec.driver}' is not available ({e})") from None
+    if spec.kind == "cpu":
+        return driver.create_default_device()
+    infos = driver.query_available_devices()
+    if spec.index >= len(infos):
+        raise DeviceError(f"device '{spec}' not present: {len(infos)} CUDA device(s) found")
+    return driver.create_device(infos[spec.index]["device_id"])

@@ -1,0 +1,84 @@
+"""Load an artifact on a device and run it: names in, names out, like onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferx_compiler.artifact import Artifact
+from inferx_compiler.errors import ArtifactError, InputValidationError
+from inferx_compiler.tensor_spec import TensorSpec
+
+from .devices import check_compatible, default_device_for, hal_device, parse_device
+from .validation import validate_feeds
+
+
+class InferenceSession:
+    """One artifact loaded on one device; keeps its VM context between calls."""
+
+    def __init__(self, path: str, device: str | None = None):
+        import iree.runtime as rt
+
+        self.artifact = Artifact(path)
+        m = self.artifact.manifest
+        backend = m.target.get("backend", "none")
+        self.device_spec = parse_device(device or default_device_for(backend))
+        check_compatible(self.device_spec, backend if m.executable else "none", m.target.get("name", "?"))
+        self._device = hal_device(self.device_spec)
+        self._instance = rt.VmInstance()
+        modules = [rt.create_hal_module(self._instance, self._device)]
+        if m.weights:
+            modules.append(self._parameters_module(rt))
+        self._module = rt.VmModule.copy_buffer(self._instance, self.artifact.member_view(m.module))
+        modules.append(self._module)
+        self._context = rt.VmContext(self._instance, modules=modules)
+        fn = self._module.lookup_function(m.entry_function)
+        if fn is None:
+            raise ArtifactError(f"{path}: module has no function '{m.entry_function}'")
+        self._invoker = rt.FunctionInvoker(self._context, self._device, fn)
+
+    def _parameters_module(self, rt):
+        m = self.artifact.manifest
+        index = rt.ParameterIndex()
+        handle = rt.FileHandle.wrap_memory(self.artifact.member_view(m.weights["member"]))
+        index.load_from_file_handle(handle, "irpa")
+        self._parameter_index = index  # keep alive with the mapping
+        return rt.create_io_parameters_module(self._instance, index.create_provider(scope=m.weights["scope"]))
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return self.artifact.manifest.inputs
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        return self.artifact.manifest.outputs
+
+    @property
+    def device(self) -> str:
+        return str(self.device_spec)
+
+    def get_inputs(self):
+        return self.inputs
+
+    def get_outputs(self):
+        return self.outputs
+
+    def run(self, feeds: dict) -> dict[str, np.ndarray]:
+        arrays = validate_feeds(feeds, self.inputs)
+        results = self._invoker(*arrays.values())
+        if not isinstance(results, (tuple, list)):
+            results = (results,)
+        if len(results) != len(self.outputs):
+            raise ArtifactError(f"module returned {len(results)} results, manifest lists {len(self.outputs)}")
+        return {spec.name: _to_numpy(r, spec) for spec, r in zip(self.outputs, results)}
+
+
+def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
+    arr = result.to_host() if hasattr(result, "to_host") else np.asarray(result)
+    if arr.dtype.name != spec.dtype and spec.dtype == "bool":
+        arr = arr.astype(np.bool_)
+    return arr
+
+
+def load(path: str, device: str | None = None) -> InferenceSession:
+    """Load an `.ixa` artifact on `device` ("cpu", "cuda", "cuda:N"; default from its target)."""
+    return InferenceSession(path, device)

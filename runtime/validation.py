@@ -1,0 +1,52 @@
+"""Check run-time feeds against the manifest before anything runs; say expected vs got."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inferx_compiler.errors import InputValidationError
+from inferx_compiler.tensor_spec import TensorSpec
+
+
+def validate_feeds(feeds: dict, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
+    """Return the feeds as contiguous numpy arrays, in the manifest's order."""
+    if not isinstance(feeds, dict):
+        raise InputValidationError(f"inputs must be a dict of name -> array, got {type(feeds).__name__}")
+    expected = [s.name for s in specs]
+    missing = [n for n in expected if n not in feeds]
+    extra = [n for n in feeds if n not in expected]
+    problems = []
+    if missing:
+        problems.append(f"missing input(s): {', '.join(missing)}")
+    if extra:
+        problems.append(f"unexpected input(s): {', '.join(extra)} (the model takes: {', '.join(expected)})")
+    if problems:
+        raise InputValidationError("; ".join(problems))
+    arrays, dim_values = {}, {}
+    for spec in specs:
+        arr = np.asarray(feeds[spec.name])
+        _check_one(spec, arr, dim_values)
+        arrays[spec.name] = np.ascontiguousarray(arr)
+    return arrays
+
+
+def _check_one(spec: TensorSpec, arr: np.ndarray, dim_values: dict) -> None:
+    if arr.dtype.name != spec.dtype:
+        raise InputValidationError(
+            f"input '{spec.name}': expected dtype {spec.dtype}, got {arr.dtype.name}")
+    if arr.ndim != len(spec.shape):
+        raise InputValidationError(
+            f"input '{spec.name}': expected rank {len(spec.shape)} shape {spec.format_shape()}, "
+            f"got rank {arr.ndim} shape {list(arr.shape)}")
+    for axis, (want, got) in enumerate(zip(spec.shape, arr.shape)):
+        if isinstance(want, int):
+            if want != got:
+                raise InputValidationError(
+                    f"input '{spec.name}': expected shape {spec.format_shape()}, got {list(arr.shape)} "
+                    f"(dim {axis} must be {want})")
+        elif want in dim_values and dim_values[want][0] != got:
+            other, size = dim_values[want][1], dim_values[want][0]
+            raise InputValidationError(
+                f"input '{spec.name}': dynamic dim '{want}' is {got} here but {size} in input '{other}'")
+        else:
+            dim_values.setdefault(want, (got, spec.name))
