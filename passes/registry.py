@@ -15,6 +15,7 @@ from inferx_compiler.errors import PassOptionError
 _PASSES = {
     "inferx-lower-to-linalg": "lower_inferx:LowerInferXToLinalg",
     "inferx-annotate-precision": "annotate_precision:AnnotatePrecision",
+    "inferx-apply-precision": "apply_precision:ApplyPrecision",
     "inferx-bind-parameters": "bind_parameters:BindParameters",
     "inferx-dispatch-report": "dispatch_report:DispatchReport",
 }

@@ -1,0 +1,23 @@
+# lit configuration for inferx's FileCheck tests. Tools come from PATH: `inferx-opt`
+# (this project's console script) and `filecheck` (the Python FileCheck package).
+import os
+import shutil
+
+import lit.formats
+
+config.name = "inferx"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".py"]
+config.excludes = ["lit.cfg.py", "Output"]
+config.test_source_root = os.path.dirname(__file__)
+
+for var in ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "VIRTUAL_ENV"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+python = shutil.which("python3") or shutil.which("python")
+config.substitutions.append(("%python", python))
+
+for tool in ("inferx-opt", "filecheck"):
+    if shutil.which(tool) is None:
+        lit_config.fatal(f"'{tool}' is not on PATH: install the project with pip install '.[test]'")
