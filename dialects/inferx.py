@@ -44,7 +44,7 @@ FLOAT_TYPES = (ir.F32Type, ir.F16Type, ir.BF16Type)
 
 
 class InferX(ext.Dialect, name="inferx"):
-    pass
+    """Loaded per context by `inferx_compiler.dialects.load_inferx_dialect()`."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class QuantScheme:
 
 
 class VerifyError(Exception):
-    pass
+    """A broken op invariant; the message follows "'inferx.<op>' op "."""
 
 
 def _int_attr(op, name) -> Optional[int]:
@@ -95,7 +95,13 @@ def _values(attr) -> list:
 
 def read_scheme(op) -> QuantScheme:
     """Typed view of `op`'s quantization attributes; raises VerifyError when malformed."""
-    storage = op.attributes["storage"].value
+    for required in ("scale", "storage"):
+        if required not in op.attributes:
+            raise VerifyError(f"requires attribute '{required}'")
+    storage = op.attributes["storage"]
+    if not isinstance(storage, ir.StringAttr):
+        raise VerifyError(f"storage must be a string, got {storage}")
+    storage = storage.value
     if storage not in STORAGE_TYPES:
         raise VerifyError(
             f'storage "{storage}" is not one of ' + " | ".join(f'"{k}"' for k in STORAGE_TYPES)
@@ -211,6 +217,3 @@ class DequantizeOp(InferX.Operation, name="dequantize", traits=[ext.Pure]):
     @staticmethod
     def verify_invariants(op) -> bool:
         return _verify(op, op.results[0], op.operands[0], "operand")
-
-
-OPS = (QuantizeOp, DequantizeOp)

@@ -113,7 +113,7 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
     model, digest = onnx_frontend.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
-                                     externalize_weights=(options.emit == "artifact"))
+                                     externalize_weights=(options.emit != "vmfb"))
     ctx = new_graph_context()
     with ctx:
         module_op = graph_lowering.import_onnx(prepared, ctx)
@@ -184,7 +184,8 @@ def write_result(result: CompileResult, out_path: str) -> None:
 
 
 def _asm(module_op) -> bytes:
-    return module_op.get_asm(large_elements_limit=16, large_resource_limit=64).encode()
+    """Complete textual IR: weights were lifted out, so what is left is small."""
+    return module_op.get_asm().encode()
 
 
 def bytecode_to_text(bytecode: bytes) -> bytes:

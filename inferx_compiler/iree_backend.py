@@ -28,8 +28,8 @@ class IreeResult:
 def _phase_setters():
     from iree.compiler.api import ctypes_dl
 
-    ctypes_dl._init_dylib()
-    lib = ctypes_dl._dylib
+    lib = ctypes_dl._dylib  # initialized by the first Session
+
     for fn in (lib.ireeCompilerInvocationSetCompileToPhase, lib.ireeCompilerInvocationSetCompileFromPhase):
         fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         fn.restype = None
@@ -122,7 +122,7 @@ def compile_to_sources_text(bytecode: bytes, flags: list[str], *, input_pipeline
                             dispatch_pipeline: str, log: BuildLog) -> bytes:
     """Stop after the dispatch passes; return executable-sources IR as text (--emit)."""
     sources = _compile_to_sources(_Compiler(flags), bytecode, input_pipeline, dispatch_pipeline, log)
-    return sources.get_asm(large_elements_limit=16, large_resource_limit=64).encode()
+    return sources.get_asm().encode()
 
 
 def _vm_bytes(inv) -> bytes:

@@ -66,6 +66,9 @@ class Target:
             flags.append(f"--iree-llvmcpu-target-cpu={self.arch if self.triple else 'host'}")
             if self.cpu_features:
                 flags.append(f"--iree-llvmcpu-target-cpu-features={self.cpu_features}")
+            # IREE 3.13 embeds DWARF whose bytes vary from process to process when ops carry
+            # name-only locations (ours do: ONNX node names); without it builds are reproducible.
+            flags.append("--iree-llvmcpu-debug-symbols=false")
             return flags
         if self.backend == "cuda":
             return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]

@@ -4,7 +4,7 @@
 
 // CHECK-LABEL: func.func @quantize_per_tensor_i8(
 // CHECK-SAME:    %[[X:.+]]: tensor<4x64xf32>)
-// CHECK:         %[[Q:.+]] = "inferx.quantize"(%[[X]]) <{scale = dense<5.000000e-01> : tensor<f32>, storage = "i8", zero_point = dense<3> : tensor<i32>}> : (tensor<4x64xf32>) -> tensor<4x64xi8>
+// CHECK:         %[[Q:.+]] = "inferx.quantize"(%[[X]]) {scale = dense<5.000000e-01> : tensor<f32>, storage = "i8", zero_point = dense<3> : tensor<i32>} : (tensor<4x64xf32>) -> tensor<4x64xi8>
 // CHECK:         %[[D:.+]] = "inferx.dequantize"(%[[Q]]) {{.+}} : (tensor<4x64xi8>) -> tensor<4x64xf32>
 // CHECK:         return %[[D]]
 func.func @quantize_per_tensor_i8(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {

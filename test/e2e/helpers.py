@@ -1,0 +1,24 @@
+"""Shared helpers for the end-to-end tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+
+def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
+
+
+def onnxruntime_outputs(model_path: str, feeds: dict) -> dict:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, feeds)))
+
+
+def save(model: onnx.ModelProto, path) -> str:
+    onnx.save(model, str(path))
+    return str(path)

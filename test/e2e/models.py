@@ -1,0 +1,154 @@
+"""Models built in code with onnx.helper and seeded random weights (nothing downloaded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+
+
+def _w(rng, *shape, scale=None):
+    scale = scale if scale is not None else 1.0 / np.sqrt(shape[0] if len(shape) > 1 else 1)
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _model(nodes, name, inputs, outputs, inits, opset=OPSET):
+    graph = helper.make_graph(nodes, name, inputs, outputs,
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              producer_name="inferx-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def mlp(seed=0, d_in=64, hidden=128, d_out=10):
+    """Two-layer MLP with a dynamic batch dim named 'batch'."""
+    rng = np.random.default_rng(seed)
+    inits = {"w1": _w(rng, d_in, hidden), "b1": _w(rng, hidden, scale=0.1),
+             "w2": _w(rng, hidden, d_out), "b2": _w(rng, d_out, scale=0.1)}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"], name="fc1"),
+             helper.make_node("Add", ["h0", "b1"], ["h1"], name="fc1_bias"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="relu"),
+             helper.make_node("MatMul", ["h2", "w2"], ["h3"], name="fc2"),
+             helper.make_node("Add", ["h3", "b2"], ["y"], name="fc2_bias")]
+    return _model(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d_in])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", d_out])], inits)
+
+
+def wide_mlp(seed=1, width=1024, layers=4):
+    """Weight-bound MLP: `layers` x Linear(width, width) (Gemm with bias) + erf GELU."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, cur = [], {}, "x"
+    for i in range(layers):
+        inits[f"w{i}"] = _w(rng, width, width)
+        inits[f"b{i}"] = _w(rng, width, scale=0.1)
+        nodes.append(helper.make_node("Gemm", [cur, f"w{i}", f"b{i}"], [f"g{i}"], name=f"linear{i}"))
+        nodes += _gelu(f"g{i}", f"a{i}", f"gelu{i}", inits)
+        cur = f"a{i}"
+    nodes.append(helper.make_node("Identity", [cur], ["y"], name="out"))
+    return _model(nodes, "wide_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])], inits)
+
+
+def _gelu(x, y, prefix, inits):
+    """Exact GELU, 0.5*x*(1+erf(x/sqrt2)), spelled in ONNX ops."""
+    inits.setdefault("c_sqrt2", np.array(np.sqrt(2.0), np.float32))
+    inits.setdefault("c_one", np.array(1.0, np.float32))
+    inits.setdefault("c_half", np.array(0.5, np.float32))
+    return [helper.make_node("Div", [x, "c_sqrt2"], [f"{prefix}_d"], name=f"{prefix}_div"),
+            helper.make_node("Erf", [f"{prefix}_d"], [f"{prefix}_e"], name=f"{prefix}_erf"),
+            helper.make_node("Add", [f"{prefix}_e", "c_one"], [f"{prefix}_p"], name=f"{prefix}_add"),
+            helper.make_node("Mul", [x, f"{prefix}_p"], [f"{prefix}_m"], name=f"{prefix}_mul"),
+            helper.make_node("Mul", [f"{prefix}_m", "c_half"], [y], name=f"{prefix}_half")]
+
+
+def cnn(seed=2, channels=16, classes=10, size=32):
+    """Conv -> BatchNorm -> Relu -> MaxPool -> Conv -> BatchNorm -> Relu -> GlobalAvgPool -> Gemm."""
+    rng = np.random.default_rng(seed)
+    c = channels
+    inits = {
+        "conv1_w": _w(rng, c, 3, 3, 3, scale=0.2), "conv1_b": _w(rng, c, scale=0.1),
+        "bn1_s": (1 + 0.1 * rng.standard_normal(c)).astype(np.float32), "bn1_b": _w(rng, c, scale=0.1),
+        "bn1_m": _w(rng, c, scale=0.1), "bn1_v": (1 + 0.1 * rng.random(c)).astype(np.float32),
+        "conv2_w": _w(rng, 2 * c, c, 3, 3, scale=0.1),
+        "bn2_s": (1 + 0.1 * rng.standard_normal(2 * c)).astype(np.float32), "bn2_b": _w(rng, 2 * c, scale=0.1),
+        "bn2_m": _w(rng, 2 * c, scale=0.1), "bn2_v": (1 + 0.1 * rng.random(2 * c)).astype(np.float32),
+        "fc_w": _w(rng, classes, 2 * c), "fc_b": _w(rng, classes, scale=0.1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "conv1_w", "conv1_b"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "bn1_s", "bn1_b", "bn1_m", "bn1_v"], ["n1"], name="bn1"),
+        helper.make_node("Relu", ["n1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "conv2_w"], ["c2"], name="conv2", pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["c2", "bn2_s", "bn2_b", "bn2_m", "bn2_v"], ["n2"], name="bn2"),
+        helper.make_node("Relu", ["n2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="gap"),
+        helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], name="fc", transB=1),
+    ]
+    return _model(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])], inits)
+
+
+def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128):
+    """Post-norm encoder block: MHA (softmax attention) + residual + LayerNorm + erf-GELU FFN."""
+    rng = np.random.default_rng(seed)
+    dh = d // heads
+    inits = {
+        "wq": _w(rng, d, d), "wk": _w(rng, d, d), "wv": _w(rng, d, d), "wo": _w(rng, d, d),
+        "bq": _w(rng, d, scale=0.1), "bk": _w(rng, d, scale=0.1), "bv": _w(rng, d, scale=0.1),
+        "bo": _w(rng, d, scale=0.1),
+        "ln1_g": (1 + 0.1 * rng.standard_normal(d)).astype(np.float32), "ln1_b": _w(rng, d, scale=0.1),
+        "ln2_g": (1 + 0.1 * rng.standard_normal(d)).astype(np.float32), "ln2_b": _w(rng, d, scale=0.1),
+        "w1": _w(rng, d, ffn), "b1": _w(rng, ffn, scale=0.1), "w2": _w(rng, ffn, d), "b2": _w(rng, d, scale=0.1),
+        "heads_shape": np.array([0, seq, heads, dh], np.int64),
+        "merge_shape": np.array([0, seq, d], np.int64),
+        "scale": np.array(1.0 / np.sqrt(dh), np.float32),
+    }
+    n = helper.make_node
+    nodes = []
+    for p in ("q", "k", "v"):
+        nodes += [n("MatMul", ["x", f"w{p}"], [f"{p}0"], name=f"{p}_proj"),
+                  n("Add", [f"{p}0", f"b{p}"], [f"{p}1"], name=f"{p}_bias"),
+                  n("Reshape", [f"{p}1", "heads_shape"], [f"{p}2"], name=f"{p}_split_heads"),
+                  n("Transpose", [f"{p}2"], [f"{p}h"], name=f"{p}_transpose",
+                    perm=[0, 2, 3, 1] if p == "k" else [0, 2, 1, 3])]
+    nodes += [
+        n("MatMul", ["qh", "kh"], ["s0"], name="scores"),
+        n("Mul", ["s0", "scale"], ["s1"], name="scale_scores"),
+        n("Softmax", ["s1"], ["attn"], name="softmax", axis=-1),
+        n("MatMul", ["attn", "vh"], ["ctx0"], name="context"),
+        n("Transpose", ["ctx0"], ["ctx1"], name="merge_transpose", perm=[0, 2, 1, 3]),
+        n("Reshape", ["ctx1", "merge_shape"], ["ctx2"], name="merge_heads"),
+        n("MatMul", ["ctx2", "wo"], ["o0"], name="out_proj"),
+        n("Add", ["o0", "bo"], ["o1"], name="out_bias"),
+        n("Add", ["x", "o1"], ["res1"], name="residual1"),
+        n("LayerNormalization", ["res1", "ln1_g", "ln1_b"], ["h1"], name="ln1", axis=-1, epsilon=1e-5),
+        n("MatMul", ["h1", "w1"], ["f0"], name="ffn1"),
+        n("Add", ["f0", "b1"], ["f1"], name="ffn1_bias"),
+    ]
+    nodes += _gelu("f1", "f2", "gelu", inits)
+    nodes += [
+        n("MatMul", ["f2", "w2"], ["f3"], name="ffn2"),
+        n("Add", ["f3", "b2"], ["f4"], name="ffn2_bias"),
+        n("Add", ["h1", "f4"], ["res2"], name="residual2"),
+        n("LayerNormalization", ["res2", "ln2_g", "ln2_b"], ["y"], name="ln2", axis=-1, epsilon=1e-5),
+    ]
+    return _model(nodes, "encoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, d])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d])], inits)
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "transformer": transformer_block, "wide_mlp": wide_mlp}
+
+
+def random_inputs(model: onnx.ModelProto, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in model.graph.input:
+        dims = [d.dim_value if d.dim_value > 0 else batch for d in vi.type.tensor_type.shape.dim]
+        feeds[vi.name] = rng.standard_normal(dims).astype(np.float32)
+    return feeds

@@ -1,0 +1,132 @@
+"""Compile the example models for the host CPU and check them against onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import inferx_compiler
+from helpers import onnxruntime_outputs, rel_l2, save
+from models import MODELS, random_inputs
+from inferx_compiler.cli.compile import main as compile_main
+
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """name -> (onnx path, artifact path), each model compiled once for `cpu`."""
+    out = {}
+    root = tmp_path_factory.mktemp("models")
+    for name, build in MODELS.items():
+        onnx_path = save(build(), root / f"{name}.onnx")
+        artifact = str(root / f"{name}.ixa")
+        assert compile_main([onnx_path, "--target", "cpu", "-o", artifact, "-q"]) == 0
+        out[name] = (onnx_path, artifact)
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("batch", [1, 3])
+def test_matches_onnxruntime(compiled, name, batch):
+    onnx_path, artifact = compiled[name]
+    import onnx
+
+    feeds = random_inputs(onnx.load(onnx_path), batch, seed=batch)
+    expected = onnxruntime_outputs(onnx_path, feeds)
+    got = inferx_compiler.load(artifact, device="cpu").run(feeds)
+    assert list(got) == list(expected)
+    for key in expected:
+        assert got[key].shape == expected[key].shape
+        err = rel_l2(got[key], expected[key])
+        assert err <= TOLERANCE, f"{name} b{batch} output {key}: relative L2 {err:.2e}"
+
+
+def test_manifest_describes_interface(compiled):
+    _, artifact = compiled["mlp"]
+    with zipfile.ZipFile(artifact) as zf:
+        assert zf.namelist() == ["manifest.json", "module.vmfb", "weights.irpa", "report.json"]
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["format"] == "inferx-artifact" and manifest["format_version"] == 1
+    assert manifest["target"]["name"] == "cpu"
+    assert manifest["inputs"] == [{"name": "x", "dtype": "float32", "shape": ["batch", 64]}]
+    assert manifest["outputs"] == [{"name": "y", "dtype": "float32", "shape": ["batch", 10]}]
+    assert manifest["weights"]["count"] == 2  # w1 (64x128) and w2 (128x10) cross the threshold
+    assert "--iree-hal-local-target-device-backends=llvm-cpu" in manifest["iree_flags"]
+    assert set(manifest["compiler"]) >= {"iree-base-compiler", "torch-mlir", "onnx"}
+    assert manifest["precision_plan"]["mode"] == "fp32"
+    assert len(manifest["model"]["sha256"]) == 64
+
+
+def test_session_metadata(compiled):
+    sess = inferx_compiler.load(compiled["transformer"][1])
+    assert [s.name for s in sess.inputs] == ["x"]
+    assert sess.inputs[0].shape == ("batch", 16, 64)
+    assert sess.device == "cpu"
+
+
+def test_dispatch_report_in_artifact(compiled):
+    from inferx_compiler.artifact import Artifact
+
+    report = Artifact(compiled["cnn"][1]).report
+    kinds = [d["kind"] for d in report["dispatches"]]
+    # two convolutions (IREE hands them over as linalg.generic contractions) and the Gemm
+    assert kinds.count("contraction") >= 3, report["dispatches"]
+
+
+def test_reproducible_bytes(tmp_path):
+    onnx_path = save(MODELS["mlp"](), tmp_path / "m.onnx")
+    (tmp_path / "a").mkdir()
+    first, second = tmp_path / "a" / "one.ixa", tmp_path / "two.ixa"
+    assert compile_main([onnx_path, "--target", "cpu", "-o", str(first), "-q"]) == 0
+    assert compile_main([onnx_path, "--target", "cpu", "-o", str(second), "-q"]) == 0
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_cli_run_npz(compiled, tmp_path):
+    from inferx_compiler.cli.run import main as run_main
+
+    onnx_path, artifact = compiled["cnn"]
+    import onnx
+
+    feeds = random_inputs(onnx.load(onnx_path), 2)
+    np.savez(tmp_path / "in.npz", **feeds)
+    assert run_main([artifact, "--inputs", str(tmp_path / "in.npz"), "--outputs",
+                     str(tmp_path / "out.npz")]) == 0
+    got = dict(np.load(tmp_path / "out.npz"))
+    expected = onnxruntime_outputs(onnx_path, feeds)
+    assert set(got) == {"logits"}
+    assert rel_l2(got["logits"], expected["logits"]) <= TOLERANCE
+
+
+def test_emit_vmfb_runs_with_iree_run_module(tmp_path):
+    import shutil
+    import subprocess
+
+    onnx_path = save(MODELS["mlp"](), tmp_path / "m.onnx")
+    vmfb = tmp_path / "m.vmfb"
+    assert compile_main([onnx_path, "--target", "cpu", "--emit", "vmfb", "-o", str(vmfb), "-q"]) == 0
+    tool = shutil.which("iree-run-module")
+    if tool is None:
+        pytest.skip("iree-run-module not on PATH")
+    x = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    proc = subprocess.run([tool, f"--module={vmfb}", "--device=local-task", "--function=main",
+                           f"--input=@{tmp_path / 'x.npy'}", f"--output=@{tmp_path / 'y.npy'}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    expected = onnxruntime_outputs(onnx_path, {"x": x})["y"]
+    assert rel_l2(np.load(tmp_path / "y.npy"), expected) <= TOLERANCE
+
+
+@pytest.mark.parametrize("emit,marker", [("torch", "torch.aten"), ("linalg", "linalg.matmul"),
+                                         ("inferx", "linalg.matmul"),
+                                         ("executable-sources", "hal.executable")])
+def test_emit_stages(tmp_path, emit, marker):
+    onnx_path = save(MODELS["mlp"](), tmp_path / "m.onnx")
+    out = tmp_path / f"m.{emit}.mlir"
+    assert compile_main([onnx_path, "--target", "cpu", "--emit", emit, "-o", str(out), "-q"]) == 0
+    assert marker in out.read_text()
