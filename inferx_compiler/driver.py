@@ -121,7 +121,7 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
         graph_lowering.convert_onnx_ops(module_op, prepared, log)
         if options.emit == "torch":
             return CompileResult(output=_asm(module_op))
-        graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log)
+        graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log, prepared)
         graph_lowering.mark_parameter_args(module_op, list(prepared.weights))
     model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
                   "upgraded_from_opset": prepared.upgraded_from}
@@ -156,10 +156,10 @@ def _compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log
         if options.emit == "linalg":
             return CompileResult(output=_asm(module_op))
         bytecode = module_to_bytecode(module_op)
-    flags = iree_flags(target, options)
+    flags = iree_flags(target, options) if target.executable else []
     pipeline = {s.name: s.spec for s in describe_pipeline(options, model_info["source"])}
     manifest = Manifest(model=model_info, target=target.to_json(), compiler=stack_versions(),
-                        iree_flags=flags if target.executable else [], pipeline=pipeline,
+                        iree_flags=flags, pipeline=pipeline,
                         inputs=inputs, outputs=outputs, executable=target.executable,
                         precision_plan={"mode": options.precision, "layers": []})
     if not target.executable:

@@ -45,35 +45,67 @@ def _rename_entry(module_op) -> None:
         funcs[0].attributes["sym_name"] = ir.StringAttr.get(ENTRY_FUNCTION)
 
 
+MAX_UNSUPPORTED_PROBES = 64
+UNCONVERTED_PREFIX = "inferx.unconverted."
+
+
 def convert_onnx_ops(module_op, prepared: PreparedModel, log: BuildLog) -> None:
-    """ONNX ops -> torch ops; every node left unconverted is reported at once."""
-    run_pipeline(module_op, ONNX_TO_TORCH, "graph", stage="onnx-to-torch")
-    leftovers = _unconverted_onnx_nodes(module_op, prepared)
-    if leftovers:
-        raise UnsupportedOpsError(leftovers)
+    """ONNX ops -> torch ops; every node that does not convert is reported at once.
+
+    torch-mlir's conversion stops at the first op it cannot legalize. To name them all,
+    each failing node is renamed out of the `onnx.` namespace (which the conversion then
+    leaves alone) and the conversion is retried on a fresh copy until it goes through.
+    """
+    from torch_mlir import ir
+
+    from .mlir_contexts import module_to_bytecode
+
+    pristine = module_to_bytecode(module_op)
+    failing: dict[str, dict] = {}
+    for _ in range(MAX_UNSUPPORTED_PROBES):
+        trial = ir.Module.parse(pristine).operation if failing else module_op
+        _rename_nodes(trial, set(failing))
+        error = _try_conversion(trial)
+        if error is None:
+            break
+        node = _failing_node(error, prepared)
+        if node is None or node["name"] in failing:
+            raise error
+        failing[node["name"]] = node
+    else:
+        log.warn(f"stopped after {MAX_UNSUPPORTED_PROBES} unsupported nodes; there may be more")
+    if failing:
+        raise UnsupportedOpsError(list(failing.values()))
     log.step("converted ONNX ops to the torch dialect")
 
 
-def _unconverted_onnx_nodes(module_op, prepared: PreparedModel) -> list[dict]:
-    found: dict[str, dict] = {}
+def _try_conversion(module_op):
+    try:
+        run_pipeline(module_op, ONNX_TO_TORCH, "graph", stage="onnx-to-torch", save_repro=False)
+        return None
+    except PipelineError as e:
+        return e
 
-    def visit(op):
-        if op.name == "torch.operator":
-            from torch_mlir import ir
 
-            op_type = ir.StringAttr(op.attributes["name"]).value.removeprefix("onnx.")
-            node_name = _location_name(op.location)
-            info = prepared.nodes.get(node_name) or {
-                "name": node_name or str(op.location), "op_type": op_type, "domain": "",
-                "opset": prepared.opset}
-            found.setdefault(info["name"], info)
-        return WalkResult_ADVANCE
+def _failing_node(error: PipelineError, prepared: PreparedModel):
+    cause = getattr(error, "first_location", None)
+    name = _location_name(cause) if cause is not None else ""
+    return prepared.nodes.get(name)
 
+
+def _rename_nodes(module_op, names: set[str]) -> None:
+    if not names:
+        return
     from torch_mlir import ir
 
-    WalkResult_ADVANCE = ir.WalkResult.ADVANCE
-    module_op.walk(visit)
-    return list(found.values())
+    def visit(op):
+        if op.name == "torch.operator" and _location_name(op.location) in names:
+            old = ir.StringAttr(op.attributes["name"]).value
+            op.attributes["name"] = ir.StringAttr.get(UNCONVERTED_PREFIX + old.removeprefix("onnx."))
+        return ir.WalkResult.ADVANCE
+
+    with module_op.context:
+        module_op.walk(visit)
 
 
 def _location_name(loc) -> str:
@@ -86,8 +118,16 @@ def _location_name(loc) -> str:
     return ""
 
 
-def lower_to_linalg(module_op, pipeline: str, log: BuildLog) -> None:
-    run_pipeline(module_op, pipeline, "graph", stage="torch-to-linalg")
+def lower_to_linalg(module_op, pipeline: str, log: BuildLog, prepared: PreparedModel = None) -> None:
+    try:
+        run_pipeline(module_op, pipeline, "graph", stage="torch-to-linalg")
+    except PipelineError as e:
+        node = _failing_node(e, prepared) if prepared else None
+        if node is None:
+            raise
+        raise PipelineError(
+            f"ONNX node '{node['name']}' (op_type={node['op_type']}, opset={node['opset']}) "
+            f"could not be lowered to linalg: {e.args[0]}", e.reproducer) from None
     log.step("lowered the torch dialect to linalg on tensors")
 
 

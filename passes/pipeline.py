@@ -128,21 +128,28 @@ def build_pass_manager(elements: list[PipelineElement], b: Bindings, context,
     return pm
 
 
-def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline") -> None:
+def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
+                 save_repro: bool = True) -> None:
     """Run `text` on `module_op` (a builtin.module Operation) in-place.
 
     On failure, saves the input IR as bytecode and raises PipelineError whose
-    message holds the diagnostics and the `inferx-opt` command that reproduces it.
+    message holds the diagnostics and the `inferx-opt` command that reproduces it;
+    its `first_location` is the location of the first error diagnostic.
     """
     elements = parse_pipeline(text)
+    if not elements:
+        return
     b = bindings(pipeline_level(elements, level))
     pm = build_pass_manager(elements, b, module_op.context)
-    saved_input = _bytecode(module_op)
+    saved_input = _bytecode(module_op) if save_repro else b""
     try:
         pm.run(module_op)
     except b.ir.MLIRError as err:
-        repro = save_reproducer(saved_input, format_pipeline(elements), stage)
-        raise PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro) from None
+        repro = save_reproducer(saved_input, format_pipeline(elements), stage) if save_repro else None
+        failure = PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro)
+        diags = getattr(err, "error_diagnostics", None) or []
+        failure.first_location = diags[0].location if diags else None
+        raise failure from None
 
 
 def _bytecode(module_op) -> bytes:

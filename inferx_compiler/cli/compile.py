@@ -15,7 +15,7 @@ from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.targets import all_targets, format_target_table, get_target
 
-from .common import run_cli
+from .common import run_cli, run_isolated
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.model and not args.list_targets and not args.dump_pipeline:
+        return run_isolated("inferx_compiler.cli.compile", argv, lambda: run_cli(lambda: _work(args), args.debug))
     return run_cli(lambda: _work(args), args.debug)
 
 

@@ -340,13 +340,14 @@ def _compare_one(e, a, rtol, atol) -> Optional[str]:
         return f"dtype {a.dtype.name} != expected {e.dtype.name}"
     if e.size == 0:
         return None
-    if e.dtype.kind in "biuSU" or (e.dtype.kind == "V"):
+    ml_float = e.dtype.kind == "V" and e.dtype.name.startswith(("bfloat16", "float"))
+    if e.dtype.kind in "biuSUV" and not ml_float:  # bool, ints, ml_dtypes int4/uint4...
         bad = int(np.count_nonzero(e != a))
         return f"{bad}/{e.size} elements differ (exact dtype {e.dtype.name})" if bad else None
-    if e.dtype.kind not in "fc":  # ml_dtypes floats (bfloat16, float8...)
-        e, a = e.astype(np.float32), a.astype(np.float32)
+    if ml_float:  # ml_dtypes floats (bfloat16, float8...): compare in float32
         if e.dtype.name == "bfloat16":
-            rtol = max(rtol, 2 ** -6)
+            rtol = max(rtol, 2 ** -6)  # two bfloat16 ULPs, as onnx's runner
+        e, a = e.astype(np.float32), a.astype(np.float32)
     e64, a64 = e.astype(np.complex128 if e.dtype.kind == "c" else np.float64), \
         a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     en, an = np.isnan(e64), np.isnan(a64)
@@ -551,7 +552,7 @@ def run_plain_iree(case: Case, model, data_sets, workdir: str, progress, timeout
         if any(v is None or isinstance(v, (list, dict)) for v in ins):
             raise CaseFailure("run-fail", "non-tensor input (sequence/optional/map) not supported by the runner")
         try:
-            res = fn(*[np.ascontiguousarray(x) for x in ins])
+            res = fn(*[np.asarray(x, order="C") for x in ins])  # keeps 0-d (ascontiguousarray makes 1-d)
         except Exception as e:  # noqa: BLE001
             raise CaseFailure("run-fail", _short(f"{type(e).__name__}: {e}")) from None
         if not isinstance(res, (tuple, list)):
@@ -878,7 +879,10 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="JSON",
                     help="write every case's result here (default: --out with .json, else none)")
     ap.add_argument("--log", metavar="JSONL", help="append one JSON line per finished case (partial results)")
-    ap.add_argument("--from-log", metavar="JSONL", help="no run: summarize a --log file (e.g. of a partial run)")
+    ap.add_argument("--ids", metavar="FILE", help="only the case ids listed in FILE (one per line)")
+    ap.add_argument("--from-log", metavar="JSONL", action="append",
+                    help="no run: summarize --log file(s) (e.g. of a partial run); repeatable, "
+                         "later files override earlier results of the same case")
     ap.add_argument("--write-expected", metavar="TXT",
                     help="write the inferx failures as an expected-failure list")
     ap.add_argument("--check-expected", nargs="?", const=EXPECTED_FAILURES, metavar="TXT",
@@ -892,14 +896,21 @@ def main(argv=None) -> int:
     skipped: list = []
     if args.from_log:
         results: dict = {}
-        with open(args.from_log) as f:
-            for line in f:
-                if line.strip():
-                    d = json.loads(line)
-                    results.setdefault(d["system"], {})[d["id"]] = {k: d[k] for k in ("status", "reason", "seconds", "suite")}
+        for path in args.from_log:
+            with open(path) as f:
+                for line in f:
+                    if line.strip():
+                        d = json.loads(line)
+                        results.setdefault(d["system"], {})[d["id"]] = {
+                            k: d[k] for k in ("status", "reason", "seconds", "suite")}
+        results = {s: dict(sorted(r.items())) for s, r in sorted(results.items())}
         cases = []
     else:
         cases = select_cases(collect_cases(tuple(args.suite or SUITES), skipped), args.filter, args.sample)
+        if args.ids:
+            with open(args.ids) as f:
+                wanted = {ln.split("#")[0].strip() for ln in f} - {""}
+            cases = [c for c in cases if c.id in wanted]
         if args.list:
             print("\n".join(c.id for c in cases))
             print(f"{len(cases)} cases; skipped: {len(skipped)}", file=sys.stderr)
