@@ -122,7 +122,8 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
         if options.emit == "torch":
             return CompileResult(output=_asm(module_op))
         graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log, prepared)
-        graph_lowering.mark_parameter_args(module_op, list(prepared.weights))
+        graph_lowering.mark_parameter_args(module_op, graph_lowering.trailing_parameter_keys(
+            len(prepared.inputs), list(prepared.weights)))
     model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
                   "upgraded_from_opset": prepared.upgraded_from}
     return _compile_linalg(module_op, ctx, target, options, log, model_info,

@@ -131,22 +131,26 @@ def lower_to_linalg(module_op, pipeline: str, log: BuildLog, prepared: PreparedM
     log.step("lowered the torch dialect to linalg on tensors")
 
 
-def mark_parameter_args(module_op, parameter_names: list[str]) -> None:
-    """Tag the entry's trailing arguments (the lifted weights) with their parameter keys."""
-    if not parameter_names:
+def mark_parameter_args(module_op, parameter_keys: dict[int, str]) -> None:
+    """Tag entry arguments that hold weights (index -> parameter key) with `inferx.parameter`."""
+    if not parameter_keys:
         return
     from torch_mlir import ir
 
     entry = _entry_function(module_op)
     n_args = len(ir.FunctionType(ir.TypeAttr(entry.attributes["function_type"]).value).inputs)
-    first = n_args - len(parameter_names)
     with module_op.context:
         attrs = [ir.DictAttr.get({}) for _ in range(n_args)]
         if "arg_attrs" in entry.attributes:
             attrs = list(ir.ArrayAttr(entry.attributes["arg_attrs"]))
-        for i, key in enumerate(parameter_names):
-            attrs[first + i] = ir.DictAttr.get({PARAMETER_ARG_ATTR: ir.StringAttr.get(key)})
+        for index, key in parameter_keys.items():
+            attrs[index] = ir.DictAttr.get({PARAMETER_ARG_ATTR: ir.StringAttr.get(key)})
         entry.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, str]:
+    """Lifted ONNX weights follow the user inputs, in order."""
+    return {n_user_inputs + i: k for i, k in enumerate(keys)}
 
 
 def _entry_function(module_op):

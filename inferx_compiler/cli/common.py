@@ -33,6 +33,13 @@ def run_cli(work: Callable[[], int], debug: bool) -> int:
 CHILD_ENV = "INFERX_CLI_CHILD"
 
 
+def python_entry(module: str) -> list[str]:
+    """argv that runs `module.main()` in a fresh interpreter, without putting the current
+    directory on sys.path (a source checkout there must not shadow the installed package)."""
+    code = f"import sys; sys.path.pop(0); from {module} import main; sys.exit(main())"
+    return [sys.executable, "-c", code]
+
+
 def run_isolated(module: str, argv: list[str] | None, run_here: Callable[[], int]) -> int:
     """Run this CLI again in a child process so that a crash inside MLIR/IREE native code
     becomes a clear error and an exit code instead of a dead process with no message.
@@ -48,7 +55,7 @@ def run_isolated(module: str, argv: list[str] | None, run_here: Callable[[], int
         return run_here()
     argv = sys.argv[1:] if argv is None else argv
     env = dict(os.environ, **{CHILD_ENV: "1"})
-    code = subprocess.call([sys.executable, "-m", module, *argv], env=env)
+    code = subprocess.call(python_entry(module) + list(argv), env=env)
     if code < 0:
         name = signal.Signals(-code).name
         print(f"error: {module.rsplit('.', 1)[-1]} crashed inside the native compiler stack ({name}) "

@@ -17,7 +17,9 @@ from models import mlp
 
 
 def _cli(*args):
-    proc = subprocess.run([sys.executable, "-m", f"inferx_compiler.cli.{args[0]}", *args[1:]],
+    from inferx_compiler.cli.common import python_entry
+
+    proc = subprocess.run(python_entry(f"inferx_compiler.cli.{args[0]}") + list(args[1:]),
                           capture_output=True, text=True)
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc

@@ -1,0 +1,97 @@
+"""ONNX front end: opset upgrade, float64 kept, weights lifted however they are stored."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import inferx_compiler
+from helpers import onnxruntime_outputs, rel_l2, save
+from models import mlp, random_inputs, transformer_block
+
+
+def _compile_and_compare(model, tmp_path, feeds, tol=1e-4, **kw):
+    path = save(model, tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"), **kw)
+    got = inferx_compiler.load(str(tmp_path / "m.ixa")).run(feeds)
+    expected = onnxruntime_outputs(path, feeds)
+    for k in expected:
+        assert got[k].dtype == expected[k].dtype, k
+        assert rel_l2(got[k], expected[k]) <= tol, (k, rel_l2(got[k], expected[k]))
+    return got
+
+
+def test_old_opset_is_upgraded(tmp_path, capfd):
+    """BatchNormalization-9 and attribute-style Slice-9 do not import; opset 17 does."""
+    rng = np.random.default_rng(0)
+    c = 4
+    inits = [numpy_helper.from_array(a, n) for n, a in {
+        "s": rng.random(c, dtype=np.float32) + 0.5, "b": rng.standard_normal(c).astype(np.float32),
+        "m": rng.standard_normal(c).astype(np.float32), "v": rng.random(c, dtype=np.float32) + 0.5}.items()]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["n"], name="bn"),
+             helper.make_node("Slice", ["n"], ["y"], name="crop", starts=[1, 1], ends=[7, 7], axes=[2, 3])]
+    g = helper.make_graph(nodes, "old", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 6, 6])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 4
+    path = save(model, tmp_path / "old.onnx")
+    from inferx_compiler.cli.compile import main
+
+    assert main([path, "--target", "cpu", "-o", str(tmp_path / "old.ixa")]) == 0
+    assert "upgraded the model from opset 9 to opset 17" in capfd.readouterr().err
+    feeds = {"x": rng.standard_normal((2, c, 8, 8)).astype(np.float32)}
+    got = inferx_compiler.load(str(tmp_path / "old.ixa")).run(feeds)
+    assert rel_l2(got["y"], onnxruntime_outputs(path, feeds)["y"]) <= 1e-5
+
+
+def test_float64_stays_float64(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["n", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["n", 3])
+    w = numpy_helper.from_array(np.array([1.0 + 1e-12, 2.0, 3.0]), "w")
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["y"], name="mul")], "f64", [x], [y], [w])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": np.random.default_rng(1).standard_normal((5, 3))}
+    got = _compile_and_compare(model, tmp_path, feeds, tol=1e-15)
+    assert got["y"].dtype == np.float64
+
+
+def test_weights_in_constant_nodes_and_legacy_inputs(tmp_path):
+    """Large Constant nodes and initializers also listed as graph inputs are both lifted."""
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 64)).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w)),
+             helper.make_node("MatMul", ["x", "w"], ["h"]),  # unnamed nodes get names
+             helper.make_node("MatMul", ["h", "b"], ["y"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [64, 64])]  # IR<4 style
+    g = helper.make_graph(nodes, "legacy", inputs,
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 64])],
+                          [numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((3, 64)).astype(np.float32)}
+    _compile_and_compare(model, tmp_path, feeds)
+    sess = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    assert [s.name for s in sess.inputs] == ["x"]
+    assert sess.artifact.manifest.weights["count"] == 2
+
+
+def test_dynamic_batch_any_size(tmp_path):
+    model = mlp()
+    path = save(model, tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"))
+    sess = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    for batch in (1, 7, 64):
+        feeds = random_inputs(model, batch)
+        assert sess.run(feeds)["y"].shape == (batch, 10)
+
+
+@pytest.mark.parametrize("precision,tol", [("fp16", 5e-3), ("bf16", 3e-2)])
+def test_reduced_precision_contractions(tmp_path, precision, tol):
+    model = transformer_block()
+    feeds = random_inputs(model, 2)
+    _compile_and_compare(model, tmp_path, feeds, tol=tol, precision=precision)
+    sess = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    assert sess.artifact.manifest.precision_plan["mode"] == precision
