@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from inferx_compiler.artifact import Artifact
 from inferx_compiler.errors import ArtifactError, InputValidationError
 from inferx_compiler.tensor_spec import TensorSpec
 
+from .buffers import StagingBuffers
 from .devices import check_compatible, default_device_for, hal_device, parse_device
 from .validation import validate_feeds
 
@@ -35,6 +38,8 @@ class InferenceSession:
         if fn is None:
             raise ArtifactError(f"{path}: module has no function '{m.entry_function}'")
         self._invoker = rt.FunctionInvoker(self._context, self._device, fn)
+        self._staging = StagingBuffers(self._device)
+        self._lock = threading.Lock()  # one invocation at a time: staging buffers are shared
 
     def _parameters_module(self, rt):
         m = self.artifact.manifest
@@ -64,7 +69,17 @@ class InferenceSession:
 
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
         arrays = validate_feeds(feeds, self.inputs)
-        results = self._invoker(*arrays.values())
+        with self._lock:
+            results = self._invoker(*self._stage(list(arrays.values())))
+            outputs = self._collect(results)
+        return outputs
+
+    def _stage(self, arrays: list[np.ndarray]) -> list:
+        if any(a.dtype == np.bool_ for a in arrays):
+            return arrays  # i1 tensors: let the invoker convert them
+        return self._staging.stage(arrays)
+
+    def _collect(self, results) -> dict[str, np.ndarray]:
         if not isinstance(results, (tuple, list)):
             results = (results,)
         if len(results) != len(self.outputs):

@@ -1,0 +1,197 @@
+"""The dynamic batcher: decisions under a fake clock (no sleeps), then real threads."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+
+import numpy as np
+import pytest
+
+from inferx_compiler.runtime.batching import (BatchingConfig, DynamicBatcher, Priority, QueueFullError,
+                                              RequestTimeoutError)
+from inferx_compiler.tensor_spec import TensorSpec
+
+SPECS = [TensorSpec("x", "float32", ("batch", 4))]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def advance_us(self, us: float) -> None:
+        self.now += us * 1e-6
+
+
+class Recorder:
+    """A fake model: y = 2x + row index marker; records every batch it ran."""
+
+    def __init__(self, fail_on=None):
+        self.batches = []
+        self.fail_on = fail_on
+
+    def __call__(self, feeds):
+        x = feeds["x"]
+        self.batches.append(x.shape[0])
+        if self.fail_on is not None and np.any(x[:, 0] == self.fail_on):
+            raise RuntimeError(f"boom on {self.fail_on}")
+        return {"y": x * 2.0, "s": x.sum(axis=1)}
+
+
+def req(value: float, rows: int = 1) -> dict:
+    return {"x": np.full((rows, 4), value, np.float32)}
+
+
+def make(config=BatchingConfig(max_batch_size=4, max_queue_delay_us=1000), buckets=(), **kw):
+    clock, model = FakeClock(), Recorder(**kw)
+    return DynamicBatcher(model, SPECS, config, buckets=buckets, clock=clock, start=False), clock, model
+
+
+def test_waits_for_delay_then_runs_partial_batch():
+    b, clock, model = make()
+    f1, f2 = b.submit(req(1)), b.submit(req(2))
+    assert b.step() is None  # neither full nor old enough
+    clock.advance_us(999)
+    assert b.step() is None
+    clock.advance_us(1)
+    batch = b.step()
+    assert batch.rows == 2 and model.batches == [2]
+    assert f1.result()["y"].tolist() == [[2.0] * 4] and f2.result()["s"].tolist() == [8.0]
+
+
+def test_full_batch_goes_at_once_and_respects_max():
+    b, clock, model = make()
+    futures = [b.submit(req(i)) for i in range(6)]
+    assert b.step().rows == 4  # full: no waiting
+    assert b.step() is None  # the remaining 2 wait for the delay
+    clock.advance_us(1000)
+    assert b.step().rows == 2
+    assert [f.result()["s"][0] for f in futures] == [4.0 * i for i in range(6)]
+
+
+def test_pads_to_bucket_and_slices_back():
+    b, clock, model = make(buckets=(1, 4, 8))
+    f = [b.submit(req(i, rows=r)) for i, r in ((1, 2), (2, 1))]
+    clock.advance_us(1000)
+    batch = b.step()
+    assert (batch.rows, batch.bucket, batch.padding) == (3, 4, 1)
+    assert model.batches == [4]
+    assert f[0].result()["y"].shape == (2, 4) and f[1].result()["y"].shape == (1, 4)
+    assert b.stats.padding_waste == pytest.approx(1 / 4)
+
+
+def test_preferred_batch_size_forms_without_waiting():
+    b, clock, model = make(BatchingConfig(max_batch_size=8, max_queue_delay_us=10_000,
+                                          preferred_batch_sizes=(2,)))
+    b.submit(req(1))
+    assert b.step() is None
+    b.submit(req(2))
+    assert b.step().rows == 2
+
+
+def test_different_non_batch_shapes_never_share_a_batch():
+    specs = [TensorSpec("x", "float32", ("batch", "seq"))]
+    clock = FakeClock()
+    seen = []
+    b = DynamicBatcher(lambda feeds: seen.append(feeds["x"].shape) or {"y": feeds["x"]}, specs,
+                       BatchingConfig(max_batch_size=8, max_queue_delay_us=10), clock=clock, start=False)
+    fa = b.submit({"x": np.zeros((1, 5), np.float32)})
+    fb = b.submit({"x": np.zeros((1, 7), np.float32)})
+    fc = b.submit({"x": np.zeros((1, 5), np.float32)})
+    clock.advance_us(10)
+    b.step(), b.step()
+    assert sorted(seen) == [(1, 7), (2, 5)]
+    assert fa.result()["y"].shape == (1, 5) and fb.result()["y"].shape == (1, 7) and fc.done()
+
+
+def test_priority_goes_first():
+    b, clock, model = make(BatchingConfig(max_batch_size=2, max_queue_delay_us=0))
+    low = [b.submit(req(i), priority=Priority.BACKGROUND) for i in range(2)]
+    high = b.submit(req(9), priority=Priority.HIGH)
+    b.step()
+    assert high.done() and not all(f.done() for f in low)
+
+
+def test_bounded_queue_rejects():
+    b, clock, model = make(BatchingConfig(max_batch_size=4, max_queue_size=2))
+    b.submit(req(1)), b.submit(req(2))
+    with pytest.raises(QueueFullError):
+        b.submit(req(3))
+    assert b.stats.rejected == 1
+
+
+def test_timeout_and_cancellation():
+    b, clock, model = make(BatchingConfig(max_batch_size=4, max_queue_delay_us=5000))
+    slow = b.submit(req(1), timeout_s=0.001)
+    cancelled = b.submit(req(2))
+    kept = b.submit(req(3))
+    assert cancelled.cancel()
+    clock.advance_us(5000)
+    b.step()
+    with pytest.raises(RequestTimeoutError):
+        slow.result()
+    assert kept.result()["s"][0] == 12.0
+    assert model.batches == [1]  # only the live request ran
+
+
+def test_exception_reaches_exactly_its_batch():
+    b, clock, model = make(BatchingConfig(max_batch_size=2, max_queue_delay_us=0), fail_on=7.0)
+    first = [b.submit(req(7)), b.submit(req(1))]
+    second = [b.submit(req(2)), b.submit(req(3))]
+    b.step(), b.step()
+    for f in first:
+        with pytest.raises(RuntimeError, match="boom on 7"):
+            f.result()
+    assert [f.result()["s"][0] for f in second] == [8.0, 12.0]
+
+
+def test_validation_happens_at_submit():
+    b, clock, model = make()
+    with pytest.raises(Exception, match="expected shape"):
+        b.submit({"x": np.zeros((1, 3), np.float32)})
+    with pytest.raises(Exception, match="more than max_batch_size"):
+        b.submit(req(1, rows=5))
+
+
+def test_many_threads_each_get_their_own_result():
+    """Thousands of distinct requests from many threads: none lost, none swapped."""
+    model = Recorder()
+    b = DynamicBatcher(model, SPECS, BatchingConfig(max_batch_size=16, max_queue_delay_us=200))
+    n_threads, per_thread = 16, 150
+    errors = []
+
+    def client(tid):
+        rng = random.Random(tid)
+        for i in range(per_thread):
+            value = tid * 10_000 + i
+            rows = rng.choice((1, 1, 2, 3))
+            out = b.submit(req(value, rows)).result(timeout=30)
+            if out["y"].shape != (rows, 4) or not np.all(out["y"] == 2.0 * value):
+                errors.append((tid, i))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    b.close()
+    assert not errors
+    assert b.stats.requests == n_threads * per_thread
+    assert b.stats.batches < n_threads * per_thread  # some batching happened
+    assert max(b.stats.batch_sizes) <= 16
+
+
+def test_asyncio_submit():
+    model = Recorder()
+    b = DynamicBatcher(model, SPECS, BatchingConfig(max_batch_size=8, max_queue_delay_us=500))
+
+    async def main():
+        return await asyncio.gather(*(b.submit_async(req(i)) for i in range(20)))
+
+    results = asyncio.run(main())
+    b.close()
+    assert [r["s"][0] for r in results] == [4.0 * i for i in range(20)]
