@@ -56,6 +56,7 @@ class Manifest:
     module: str = MODULE_VMFB
     weights: Optional[dict] = None
     precision_plan: Optional[dict] = None
+    batch_buckets: Optional[list] = None  # [{"size", "latency_ms", "measured", "device"}]
     members: dict = field(default_factory=dict)  # member -> sha256
     notes: list[str] = field(default_factory=list)
 
@@ -69,6 +70,7 @@ class Manifest:
             "inputs": [s.to_json() for s in self.inputs],
             "outputs": [s.to_json() for s in self.outputs],
             "weights": self.weights, "precision_plan": self.precision_plan,
+            "batch_buckets": self.batch_buckets,
             "members": self.members, "notes": self.notes,
         }
 
@@ -86,7 +88,8 @@ class Manifest:
                    outputs=[TensorSpec.from_json(s) for s in d["outputs"]],
                    entry_function=d["entry_function"], executable=d["executable"],
                    module=d["module"], weights=d.get("weights"),
-                   precision_plan=d.get("precision_plan"), members=d.get("members", {}),
+                   precision_plan=d.get("precision_plan"), batch_buckets=d.get("batch_buckets"),
+                   members=d.get("members", {}),
                    notes=d.get("notes", []))
 
 

@@ -39,6 +39,8 @@ class CompileOptions:
     emit: str = "artifact"
     precision: str = "fp32"
     extra_iree_flags: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+    measure_buckets: bool = True
 
 
 @dataclass
@@ -179,9 +181,27 @@ def _compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log
                          weights=weights)
 
 
-def write_result(result: CompileResult, out_path: str) -> None:
+def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,
+                 log: BuildLog = None) -> None:
+    """Write the artifact; with batch sizes, record each bucket's latency (see buckets.py)."""
+    from . import buckets
+
+    sizes = list(options.batch_sizes) if options else []
+    target = get_target(result.manifest.target["name"]) if sizes else None
+    if sizes:
+        buckets.check_batchable(result.manifest.inputs)
+        weight_bytes = int(sum(w.nbytes for w in result.weights.values()))
+        result.manifest.batch_buckets = buckets.estimate(target, result.dispatches, weight_bytes, sizes)
     write_artifact(out_path, result.manifest, result.output, result.weights,
                    {"dispatches": result.dispatches})
+    device = buckets.present_device(target) if sizes and options.measure_buckets else None
+    if device:
+        result.manifest.batch_buckets = buckets.measure(out_path, device, sizes)
+        write_artifact(out_path, result.manifest, result.output, result.weights,
+                       {"dispatches": result.dispatches})
+        if log:
+            table = ", ".join(f"b{b['size']}={b['latency_ms']:.2f}ms" for b in result.manifest.batch_buckets)
+            log.step(f"measured bucket latency on {device}: {table}")
 
 
 def _asm(module_op) -> bytes:

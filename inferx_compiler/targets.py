@@ -43,6 +43,8 @@ class Target:
     l2_bytes: Optional[int] = None
     subgroup_size: Optional[int] = None
     runtime_driver: Optional[str] = None  # iree.runtime driver that runs its modules
+    peak_gflops: Optional[float] = None  # dense f32 (CPU) / f16 tensor-core (GPU) rate, for estimates
+    bandwidth_gbs: Optional[float] = None  # memory bandwidth, for estimates
     route_note: str = ""
 
     @property
@@ -97,7 +99,7 @@ def _host_cpu() -> Target:
     return Target(
         name="cpu", description=f"this machine's CPU ({machine}, {bits}-bit vectors)",
         backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
-        runtime_driver="local-task",
+        runtime_driver="local-task", peak_gflops=180.0 if bits == 512 else 90.0, bandwidth_gbs=30.0,
         route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
     )
 
@@ -118,35 +120,36 @@ _HOPPER_SMEM = 227 * 1024
 
 _STATIC_TARGETS = (
     Target("x86-avx2", "x86-64 with AVX2/FMA (Haswell and newer)", "llvm-cpu", "haswell", 256,
-           ("f32", "i8"), triple="x86_64-unknown-linux-gnu", runtime_driver="local-task"),
+           ("f32", "i8"), triple="x86_64-unknown-linux-gnu", runtime_driver="local-task",
+           peak_gflops=100.0, bandwidth_gbs=20.0),
     Target("x86-avx512", "x86-64 with AVX-512 (Skylake-SP / Cascade Lake and newer)", "llvm-cpu",
            "skylake-avx512", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
-           runtime_driver="local-task"),
+           runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
-           runtime_driver="local-task"),
+           runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0),
     Target("a100", "NVIDIA A100 (Ampere, sm_80)", "cuda", "sm_80", 128,
            ("f32", "tf32", "f16", "bf16", "i8"), cuda_target="sm_80",
            memory_bytes=80 * 2**30, shared_memory_bytes=_AMPERE_SMEM, l2_bytes=40 * 2**20,
-           subgroup_size=32, runtime_driver="cuda"),
+           subgroup_size=32, runtime_driver="cuda", peak_gflops=312_000.0, bandwidth_gbs=1_935.0),
     Target("h100", "NVIDIA H100 (Hopper, sm_90)", "cuda", "sm_90", 128,
            ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
            memory_bytes=80 * 2**30, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
-           subgroup_size=32, runtime_driver="cuda",
+           subgroup_size=32, runtime_driver="cuda", peak_gflops=989_000.0, bandwidth_gbs=3_350.0,
            route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90"),
     Target("h200", "NVIDIA H200 (Hopper, sm_90, 141 GB HBM3e)", "cuda", "sm_90", 128,
            ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
            memory_bytes=141 * 10**9, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
-           subgroup_size=32, runtime_driver="cuda",
+           subgroup_size=32, runtime_driver="cuda", peak_gflops=989_000.0, bandwidth_gbs=4_190.0,
            route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90 "
                       "(verified on an H200)"),
     Target("orin", "NVIDIA Jetson Orin GPU (Ampere, sm_87)", "cuda", "sm_87", 128,
            ("f32", "f16", "bf16", "i8"), cuda_target="sm_87", memory_bytes=64 * 2**30,
            shared_memory_bytes=_AMPERE_SMEM, l2_bytes=4 * 2**20, subgroup_size=32,
-           runtime_driver="cuda"),
+           runtime_driver="cuda", peak_gflops=42_000.0, bandwidth_gbs=204.0),
     Target("orin-cpu", "NVIDIA Jetson Orin CPU (Arm Cortex-A78AE, NEON)", "llvm-cpu",
            "cortex-a78ae", 128, ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu",
-           runtime_driver="local-task"),
+           runtime_driver="local-task", peak_gflops=100.0, bandwidth_gbs=100.0),
     Target("ascend910b", "Huawei Ascend 910B (Da Vinci cube + 256-element INT16 vector unit)",
            "none", "ascend910b", 4096, ("f16", "bf16", "i8"), memory_bytes=64 * 2**30,
            route_note="no public IREE backend exists for Ascend: the artifact holds the optimized "

@@ -32,6 +32,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contraction precision (fp16/bf16 keep f32 accumulation)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag passed to IREE (repeatable; recorded in the manifest)")
+    p.add_argument("--batch-sizes", metavar="1,2,4,8",
+                   help="batch buckets to record (latency measured on the build machine when it has "
+                        "the target's device, estimated otherwise); the batch dim stays dynamic")
+    p.add_argument("--no-measure", action="store_true",
+                   help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
     p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
     p.add_argument("--dump-pipeline", action="store_true",
                    help="print every stage of the pipeline this build runs and exit")
@@ -54,8 +59,12 @@ def _work(args) -> int:
         return 0
     if not args.target:
         raise TargetError(f"--target is required; valid targets: {', '.join(all_targets())}")
+    from inferx_compiler.buckets import parse_batch_sizes
+
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
-                             extra_iree_flags=tuple(args.iree_flag))
+                             extra_iree_flags=tuple(args.iree_flag),
+                             batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
+                             measure_buckets=not args.no_measure)
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))
@@ -67,7 +76,7 @@ def _work(args) -> int:
     t0 = time.monotonic()
     result = compile_onnx_file(args.model, options, log)
     if args.emit == "artifact":
-        write_result(result, out)
+        write_result(result, out, options, log)
     else:
         _write_bytes(out, result.output)
     seconds = time.monotonic() - t0
@@ -100,7 +109,6 @@ def _write_bytes(path: str, data: bytes) -> None:
 def _stats(model: str, out: str, seconds: float) -> dict:
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     model_bytes = os.path.getsize(model)
-    data_dir = os.path.dirname(os.path.abspath(model))
     return {
         "compile_seconds": round(seconds, 3),
         "peak_rss_mib": peak_kib / 1024,

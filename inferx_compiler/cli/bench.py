@@ -1,0 +1,246 @@
+"""inferx-bench ARTIFACT: load test of one artifact through the runtime (batcher, scheduler).
+
+    inferx-bench model.ixa --concurrency 16 --duration 10           closed loop
+    inferx-bench model.ixa --rate 500 --duration 10                 open loop, fixed rate
+    inferx-bench model.ixa --no-batching --concurrency 16           every request runs alone
+    inferx-bench model.ixa --device cpu --device cpu --json         two device lanes
+
+Prints throughput and p50/p95/p99 latency, mean batch and padding waste; --json prints
+{"throughput_rps", "p50_ms", "p95_ms", "p99_ms", "mean_batch", "padding_waste", ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+import numpy as np
+
+from .common import run_cli
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="inferx-bench", description="Load-test an .ixa artifact.")
+    p.add_argument("artifact")
+    p.add_argument("--device", action="append", default=None,
+                   help="device to serve on (repeat for several lanes under one scheduler)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--concurrency", type=int, default=None, help="closed loop: N clients (default 8)")
+    mode.add_argument("--rate", type=float, default=None, help="open loop: requests per second")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds of load (default 5)")
+    p.add_argument("--warmup", type=float, default=1.0, help="seconds of load not measured")
+    p.add_argument("--no-batching", action="store_true", help="run every request alone")
+    p.add_argument("--rows", type=int, default=1, help="batch rows per request (default 1)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
+                   help="size for a dynamic non-batch dim (default 1)")
+    p.add_argument("--max-batch-size", type=int, default=None)
+    p.add_argument("--max-queue-delay-us", type=int, default=None)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--debug", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(lambda: _work(args), args.debug)
+
+
+def _work(args) -> int:
+    from inferx_compiler.runtime.bench_inputs import random_feeds
+
+    servers = _servers(args)
+    dims = dict(_parse_dim(d) for d in args.dim)
+    feeds = random_feeds(servers.inputs, args.rows, dims)
+    if args.rate is not None:
+        result = _open_loop(servers, feeds, args.rate, args.duration, args.warmup)
+    else:
+        result = _closed_loop(servers, feeds, args.concurrency or 8, args.duration, args.warmup)
+    result.update(servers.stats())
+    result.update({"artifact": args.artifact, "devices": servers.devices, "batching": not args.no_batching,
+                   "rows_per_request": args.rows})
+    servers.close()
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(_format(result))
+    return 0
+
+
+def _parse_dim(text: str) -> tuple[str, int]:
+    from inferx_compiler.errors import InputValidationError
+
+    name, _, value = text.partition("=")
+    if not value.isdigit():
+        raise InputValidationError(f"--dim expects NAME=SIZE, got '{text}'")
+    return name, int(value)
+
+
+class _Servers:
+    """Either plain sessions (no batching) or batcher lanes under a scheduler."""
+
+    def __init__(self, sessions, scheduler):
+        self.sessions = sessions
+        self.scheduler = scheduler
+        self.inputs = sessions[0].inputs
+        self.devices = [s.device for s in sessions]
+        self._rr = 0
+        self._lock = threading.Lock()
+
+    def call(self, feeds):
+        if self.scheduler is not None:
+            return self.scheduler.submit(feeds).result()
+        with self._lock:
+            session = self.sessions[self._rr % len(self.sessions)]
+            self._rr += 1
+        return session.run(feeds)
+
+    def submit(self, feeds):
+        if self.scheduler is not None:
+            return self.scheduler.submit(feeds)
+        from concurrent.futures import Future
+
+        f = Future()
+        try:
+            f.set_result(self.call(feeds))
+        except Exception as e:
+            f.set_exception(e)
+        return f
+
+    def stats(self) -> dict:
+        if self.scheduler is None:
+            return {"mean_batch": 1.0, "padding_waste": 0.0}
+        rows = sum(l.batcher.stats.rows for l in self.scheduler.lanes)
+        batches = sum(l.batcher.stats.batches for l in self.scheduler.lanes)
+        padded = sum(l.batcher.stats.padded_rows for l in self.scheduler.lanes)
+        return {"mean_batch": rows / batches if batches else 0.0,
+                "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
+                "routed": dict(self.scheduler.routed)}
+
+    def close(self):
+        if self.scheduler is not None:
+            self.scheduler.close()
+
+
+def _servers(args) -> _Servers:
+    from inferx_compiler.buckets import default_batching
+    from inferx_compiler.runtime.batching import BatchingConfig
+    from inferx_compiler.runtime.scheduler import Scheduler, lane_for_session
+    from inferx_compiler.runtime.session import load
+
+    devices = args.device or [None]
+    sessions = [load(args.artifact, device=d) for d in devices]
+    if args.no_batching:
+        return _Servers(sessions, None)
+    buckets = sessions[0].artifact.manifest.batch_buckets
+    config = default_batching(buckets)[0] if buckets else BatchingConfig()
+    overrides = {}
+    if args.max_batch_size:
+        overrides["max_batch_size"] = args.max_batch_size
+        overrides["preferred_batch_sizes"] = tuple(s for s in config.preferred_batch_sizes
+                                                   if s <= args.max_batch_size)
+    if args.max_queue_delay_us is not None:
+        overrides["max_queue_delay_us"] = args.max_queue_delay_us
+    if overrides:
+        config = BatchingConfig(**{**config.__dict__, **overrides})
+    lanes = [lane_for_session(s, config, name=f"{s.device}#{i}") for i, s in enumerate(sessions)]
+    return _Servers(sessions, Scheduler(lanes))
+
+
+def _closed_loop(servers: _Servers, feeds: dict, concurrency: int, duration: float, warmup: float) -> dict:
+    start = time.perf_counter()
+    measure_from, stop_at = start + warmup, start + warmup + duration
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0]
+
+    def client(i):
+        while True:
+            t0 = time.perf_counter()
+            if t0 >= stop_at:
+                return
+            try:
+                servers.call(feeds)
+            except Exception:
+                errors[0] += 1
+                continue
+            t1 = time.perf_counter()
+            if t0 >= measure_from:
+                latencies[i].append((t1 - t0) * 1e3)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    all_lat = [x for part in latencies for x in part]
+    return _summary(all_lat, duration, errors[0], {"mode": "closed", "concurrency": concurrency})
+
+
+def _open_loop(servers: _Servers, feeds: dict, rate: float, duration: float, warmup: float) -> dict:
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    measure_from, stop_at = start + warmup, start + warmup + duration
+    latencies, errors, pending = [], [0], []
+    lock = threading.Lock()
+    n = 0
+    while True:
+        due = start + n * interval
+        now = time.perf_counter()
+        if due >= stop_at:
+            break
+        if due > now:
+            time.sleep(due - now)
+        t0 = time.perf_counter()
+        try:
+            future = servers.submit(feeds)
+        except Exception:
+            errors[0] += 1
+            n += 1
+            continue
+
+        def done(f, t0=t0):
+            t1 = time.perf_counter()
+            with lock:
+                if f.exception() is not None:
+                    errors[0] += 1
+                elif t0 >= measure_from:
+                    latencies.append((t1 - t0) * 1e3)
+
+        future.add_done_callback(done)
+        pending.append(future)
+        n += 1
+    for f in pending:
+        try:
+            f.result(timeout=60)
+        except Exception:
+            pass
+    return _summary(latencies, duration, errors[0], {"mode": "open", "rate_rps": rate})
+
+
+def _summary(latencies: list[float], duration: float, errors: int, extra: dict) -> dict:
+    lat = np.asarray(latencies) if latencies else np.asarray([float("nan")])
+    out = {"requests": len(latencies), "errors": errors, "duration_s": duration,
+           "throughput_rps": len(latencies) / duration,
+           "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+           "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat))}
+    out.update(extra)
+    return out
+
+
+def _format(r: dict) -> str:
+    rows = [("artifact", r["artifact"]), ("devices", ", ".join(r["devices"])),
+            ("mode", f"{r['mode']} " + (f"concurrency {r['concurrency']}" if r["mode"] == "closed"
+                                        else f"{r['rate_rps']:.0f} req/s")),
+            ("batching", "on" if r["batching"] else "off"),
+            ("requests", f"{r['requests']} ({r['errors']} errors)"),
+            ("throughput", f"{r['throughput_rps']:.1f} req/s"),
+            ("latency p50/p95/p99", f"{r['p50_ms']:.2f} / {r['p95_ms']:.2f} / {r['p99_ms']:.2f} ms"),
+            ("mean batch", f"{r['mean_batch']:.2f}"), ("padding waste", f"{100 * r['padding_waste']:.1f}%")]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:{width}s}  {v}" for k, v in rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Several devices under one scheduler, each with its own batcher, max batch and latency target.
+
+Default routing policy (replaceable: any callable `(RequestInfo, lanes) -> Lane`):
+  * large requests (rows >= `large_rows`, or any dynamic non-batch dim >= `long_dim`)
+    go to the fastest device;
+  * latency-sensitive requests go to the second-fastest device (the fastest if alone),
+    keeping them out of the queues that big batches fill;
+  * background requests (Priority.BACKGROUND) go to the slowest device;
+  * everything else goes to the lane with the least expected wait (queued rows / speed).
+Speed is a lane's measured throughput (rows per second at its max batch), taken from the
+artifact's bucket latency table for that device kind or measured when the lane starts.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from .batching import BatchingConfig, DynamicBatcher, Priority
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    rows: int
+    max_dim: int  # largest non-batch dim of any input (a sequence length, say)
+    priority: int
+    latency_sensitive: bool
+
+
+@dataclass
+class Lane:
+    name: str
+    batcher: DynamicBatcher
+    speed: float  # rows per second at max batch; higher is faster
+    latency_target_ms: Optional[float] = None
+
+    def expected_wait(self) -> float:
+        return len(self.batcher.queue) / max(self.speed, 1e-9)
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    large_rows: int = 8
+    long_dim: int = 512
+
+    def __call__(self, info: RequestInfo, lanes: Sequence[Lane]) -> Lane:
+        by_speed = sorted(lanes, key=lambda lane: -lane.speed)
+        if info.rows >= self.large_rows or info.max_dim >= self.long_dim:
+            return by_speed[0]
+        if info.latency_sensitive:
+            return by_speed[1] if len(by_speed) > 1 else by_speed[0]
+        if info.priority >= Priority.BACKGROUND:
+            return by_speed[-1]
+        return min(lanes, key=Lane.expected_wait)
+
+
+class Scheduler:
+    def __init__(self, lanes: Sequence[Lane], policy: Callable[[RequestInfo, Sequence[Lane]], Lane] = None):
+        if not lanes:
+            raise ValueError("a scheduler needs at least one lane")
+        self.lanes = list(lanes)
+        self.policy = policy or RoutingPolicy()
+        self.routed: dict[str, int] = {lane.name: 0 for lane in self.lanes}
+
+    def route(self, feeds: dict, *, priority: int = Priority.NORMAL, latency_sensitive: bool = False) -> Lane:
+        arrays = [np.asarray(a) for a in feeds.values()]
+        rows = int(arrays[0].shape[0]) if arrays and arrays[0].ndim else 1
+        max_dim = max((d for a in arrays for d in a.shape[1:]), default=0)
+        return self.policy(RequestInfo(rows, max_dim, priority, latency_sensitive), self.lanes)
+
+    def submit(self, feeds: dict, *, priority: int = Priority.NORMAL, latency_sensitive: bool = False,
+               timeout_s: Optional[float] = None) -> Future:
+        lane = self.route(feeds, priority=priority, latency_sensitive=latency_sensitive)
+        self.routed[lane.name] += 1
+        return lane.batcher.submit(feeds, priority=priority, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            lane.batcher.close()
+
+
+def measure_speed(run: Callable[[dict], dict], feeds: dict, rounds: int = 3) -> float:
+    """Rows per second of `run` on `feeds` (median of a few runs after one warm-up)."""
+    run(feeds)
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        run(feeds)
+        times.append(time.perf_counter() - t0)
+    rows = next(iter(feeds.values())).shape[0]
+    return rows / max(float(np.median(times)), 1e-9)
+
+
+def lane_for_session(session, config: BatchingConfig, *, name: Optional[str] = None,
+                     speed: Optional[float] = None, latency_target_ms: Optional[float] = None) -> Lane:
+    """A lane over one loaded session; speed measured at max batch unless given."""
+    from .bench_inputs import random_feeds
+
+    buckets = tuple(b["size"] for b in session.artifact.manifest.batch_buckets or [])
+    batcher = DynamicBatcher(session.run, session.inputs, config, buckets=buckets,
+                             name=name or session.device)
+    if speed is None:
+        speed = measure_speed(session.run, random_feeds(session.inputs, config.max_batch_size))
+    return Lane(name or session.device, batcher, speed, latency_target_ms)

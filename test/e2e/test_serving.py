@@ -1,0 +1,108 @@
+"""Runtime serving on real artifacts: buffer reuse, buckets, multi-lane scheduler, inferx-bench."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+import inferx_compiler
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.compile import main as compile_main
+from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher, Priority
+from inferx_compiler.runtime.bench_inputs import random_feeds
+from inferx_compiler.runtime.scheduler import Lane, RoutingPolicy, Scheduler, lane_for_session
+from models import cnn
+
+
+@pytest.fixture(scope="module")
+def cnn_artifact(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serving")
+    path = save(cnn(), root / "cnn.onnx")
+    out = root / "cnn.ixa"
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2,4,8", "-o", str(out), "-q"]) == 0
+    return path, str(out)
+
+
+def test_bucket_latency_table_is_recorded(cnn_artifact):
+    manifest = json.loads(zipfile.ZipFile(cnn_artifact[1]).read("manifest.json"))
+    buckets = manifest["batch_buckets"]
+    assert [b["size"] for b in buckets] == [1, 2, 4, 8]
+    assert all(b["measured"] and b["device"] == "cpu" and b["latency_ms"] > 0 for b in buckets)
+
+
+def test_estimates_when_device_absent(tmp_path):
+    path = save(cnn(), tmp_path / "cnn.onnx")
+    assert compile_main([path, "--target", "a100", "--batch-sizes", "1,16", "-o", str(tmp_path / "a.ixa"), "-q"]) == 0
+    buckets = json.loads(zipfile.ZipFile(tmp_path / "a.ixa").read("manifest.json"))["batch_buckets"]
+    assert [b["measured"] for b in buckets] == [False, False]
+
+
+def test_staging_buffers_are_reused(cnn_artifact):
+    sess = inferx_compiler.load(cnn_artifact[1])
+    feeds = random_feeds(sess.inputs, 4)
+    first = sess.run(feeds)
+    allocated = sess._staging.allocations
+    for seed in range(5):
+        sess.run(random_feeds(sess.inputs, 4, seed=seed))
+    assert sess._staging.allocations == allocated  # bucket seen: no new input buffers
+    sess.run(random_feeds(sess.inputs, 2))
+    assert sess._staging.allocations == allocated + 1  # a new bucket: one buffer per input
+    again = sess.run(feeds)
+    np.testing.assert_array_equal(first["logits"], again["logits"])
+
+
+def test_batched_results_match_onnxruntime(cnn_artifact):
+    onnx_path, artifact = cnn_artifact
+    sess = inferx_compiler.load(artifact)
+    batcher = DynamicBatcher(sess.run, sess.inputs, BatchingConfig(max_batch_size=8, max_queue_delay_us=2000),
+                             buckets=(1, 2, 4, 8))
+    requests = [random_feeds(sess.inputs, 1, seed=i) for i in range(24)]
+    futures = [batcher.submit(r) for r in requests]
+    results = [f.result(timeout=60) for f in futures]
+    batcher.close()
+    for r, got in zip(requests, results):
+        assert rel_l2(got["logits"], onnxruntime_outputs(onnx_path, r)["logits"]) <= 1e-4
+    assert batcher.stats.mean_batch > 1
+
+
+def test_scheduler_over_several_cpu_instances(cnn_artifact):
+    config = BatchingConfig(max_batch_size=4, max_queue_delay_us=1000)
+    lanes = [lane_for_session(inferx_compiler.load(cnn_artifact[1]), config, name=f"cpu#{i}", speed=s)
+             for i, s in enumerate((300.0, 200.0, 100.0))]
+    sched = Scheduler(lanes)
+    one = random_feeds(lanes[0].batcher.inputs, 1)
+    big = random_feeds(lanes[0].batcher.inputs, 4)
+    assert sched.route(big, priority=Priority.NORMAL).name == "cpu#0"  # large -> fastest
+    assert sched.route(one, latency_sensitive=True).name == "cpu#1"  # latency -> next
+    assert sched.route(one, priority=Priority.BACKGROUND).name == "cpu#2"  # background -> slowest
+    futures = [sched.submit(one, priority=p) for p in (Priority.HIGH, Priority.NORMAL, Priority.BACKGROUND) * 10]
+    futures += [sched.submit(big) for _ in range(5)]
+    assert all(f.result(timeout=60)["logits"].shape[1] == 10 for f in futures)
+    assert sched.routed["cpu#0"] >= 5 and sched.routed["cpu#2"] >= 10
+    sched.close()
+
+
+def test_policy_is_configurable():
+    class Dummy:
+        queue = []
+    lanes = [Lane("a", Dummy(), 1.0), Lane("b", Dummy(), 2.0)]
+    policy = RoutingPolicy(large_rows=2)
+    sched = Scheduler(lanes, policy=lambda info, ls: ls[0])
+    assert sched.route({"x": np.zeros((9, 2))}).name == "a"
+    assert Scheduler(lanes, policy=policy).route({"x": np.zeros((2, 2))}).name == "b"
+
+
+def test_inferx_bench_json(cnn_artifact, capsys):
+    from inferx_compiler.cli.bench import main
+
+    assert main([cnn_artifact[1], "--concurrency", "4", "--duration", "0.5", "--warmup", "0.2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("throughput_rps", "p50_ms", "p95_ms", "p99_ms", "mean_batch", "padding_waste"):
+        assert key in result
+    assert result["requests"] > 0 and result["errors"] == 0
+    assert main([cnn_artifact[1], "--rate", "50", "--duration", "0.5", "--warmup", "0.1", "--json",
+                 "--no-batching"]) == 0
+    assert json.loads(capsys.readouterr().out)["mean_batch"] == 1.0
