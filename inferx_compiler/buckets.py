@@ -94,13 +94,14 @@ def measure(artifact_path: str, device: str, sizes: list[int], rounds: int = 5) 
 
 def default_batching(buckets: list[dict]):
     """max_batch_size = the largest bucket; preferred sizes = buckets within 80% of the best
-    throughput (rows per ms); buckets = padding targets."""
+    throughput (rows per ms); max_queue_delay = one execution of the smallest bucket (a
+    lone request waits at most about as long as it runs); buckets = padding targets."""
     from .runtime.batching import BatchingConfig
 
     sizes = [b["size"] for b in buckets]
     throughput = {b["size"]: b["size"] / max(b["latency_ms"], 1e-6) for b in buckets}
     best = max(throughput.values())
     preferred = tuple(s for s in sizes if throughput[s] >= 0.8 * best)
-    delay_us = int(min(max(b["latency_ms"] for b in buckets) * 1e3, 5000))
+    delay_us = int(min(min(buckets, key=lambda b: b["size"])["latency_ms"] * 1e3, 5000))
     return BatchingConfig(max_batch_size=max(sizes), preferred_batch_sizes=preferred,
                           max_queue_delay_us=max(delay_us, 100)), tuple(sizes)

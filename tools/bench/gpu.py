@@ -1,0 +1,473 @@
+"""H200 comparison: inferx CUDA against plain IREE CUDA and PyTorch (eager, torch.compile).
+
+Runs on the GPU host with no IREE compiler: the modules come from tools/bench/prepare_gpu.py
+(run on the CPU host) in DIR; the weights are rebuilt here from tools/bench/models.py's seeds and
+checked by sha256 (see prepare_gpu.py). Needs torch (CUDA), onnx, onnxruntime, numpy and
+iree-base-runtime 3.13.0 (carried as a wheel in DIR/whl).
+
+    python3 tools/bench/gpu.py --dir build/bench-gpu --out $OUT [--models mlp,bert] [--rounds 10]
+    python3 tools/bench/gpu.py --dir build/bench-gpu --out /tmp/x --dry-run   # no GPU: rebuild + verify weights only
+
+Systems: torch-fp32 and torch-fp16 (eager; TF32 off for fp32), torch-compile-fp16 (default mode),
+torch-ro-fp16 (mode="reduce-overhead", CUDA graphs), iree-fp32 / iree-f16 (plain IREE CUDA,
+f16 = contraction demotion flags), inferx-fp32 / inferx-fp16 (.ixa --target h200).
+Each output is checked against onnxruntime fp32 on the CPU first; wrong ones are reported, not timed.
+Two timings per system, interleaved in the same rounds:
+  dev  inputs already on the GPU, outputs left there; the call returns when the result is ready
+       (torch: cuda.synchronize; IREE: the synchronous invocation). For inferx this calls the
+       loaded session's module directly (its runtime API copies host<->device on every call).
+  h2h  numpy in, numpy out (host->device copy, compute, device->host copy): what `session.run`
+       does; for GPT-2 this includes copying 25.7 MB of logits per sample.
+Also measured once: device-to-device copy bandwidth (bytes read + written) and the bf16 GEMM rate
+(8192^3); every batch-1 MLP row gets its bandwidth floor = weight bytes / copy bandwidth.
+Writes OUT/results.json (every sample), OUT/results.md, OUT/chart.png; after each model, so a
+run cut short still leaves what it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+
+TOL = {"fp32": 1e-4, "fp16": 2e-2}
+SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
+           "inferx-fp32", "inferx-fp16"]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def rel_l2(got, ref) -> float:
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    if got.shape != ref.shape:
+        return float("inf")
+    d = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+    return float(d) if np.isfinite(d) else float("inf")
+
+
+def inferx_layout() -> str:
+    """The repo's folders in installed layout (inferx_compiler.{passes,dialects,runtime}) in a temp dir."""
+    dst = os.path.join(tempfile.gettempdir(), "inferx-bench-layout")
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(os.path.join(REPO, "inferx_compiler"), os.path.join(dst, "inferx_compiler"))
+    for d in ("passes", "dialects", "runtime"):
+        shutil.copytree(os.path.join(REPO, d), os.path.join(dst, "inferx_compiler", d))
+    sys.path.insert(0, dst)
+    return dst
+
+
+def sha(b) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+# ----------------------------------------------------------------------------- weights
+def rebuild(name, entry, work, with_inferx=True):
+    """Rebuild model + weights; return (onnx path, {system: artifact path / param index}, problems)."""
+    import onnx
+    from onnx import numpy_helper
+
+    if entry["spec"] != json.loads(json.dumps(models.MODELS[name][1])):
+        return None, {}, [f"{name}: models.py spec changed since prepare_gpu.py ran"]
+    m = models.build(name)
+    arrays = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    problems = [k for k, h in entry["weights_sha256"].items()
+                if k not in arrays or sha(np.ascontiguousarray(arrays[k]).tobytes()) != h]
+    if problems:
+        return None, {}, [f"{name}: {len(problems)} weights differ from the CPU host's (numpy stream?), "
+                          f"e.g. {problems[:3]}"]
+    onnx_path = os.path.join(work, f"{name}.onnx")
+    onnx.save(m, onnx_path)
+    out, notes = {}, []
+    # plain IREE: in-memory parameter index under the importer's keys
+    import iree.runtime as rt
+
+    idx = rt.ParameterIndex()
+    for k in entry["iree_param_keys"]:
+        idx.add_buffer(k, np.ascontiguousarray(arrays[k]))
+    out["iree-params"] = (idx, [arrays[k] for k in entry["iree_param_keys"]])
+    if with_inferx:
+        from inferx_compiler.artifact import Manifest, write_artifact, write_parameter_archive
+
+        lifted = {i.name: arrays[i.name] for i in m.graph.initializer
+                  if i.data_type in (1, 10, 11, 16) and int(np.prod(i.dims or [1])) >= 1024}
+        irpa = os.path.join(work, f"{name}.weights.irpa")
+        write_parameter_archive(lifted, irpa)
+        with open(irpa, "rb") as f:
+            irpa_sha = sha(f.read())
+        for sysname, rec in entry["systems"].items():
+            if not sysname.startswith("inferx-") or not rec.get("ok"):
+                continue
+            if irpa_sha != rec["weights_member_sha256"]:
+                notes.append(f"{name} {sysname}: rebuilt weights.irpa sha256 differs from the manifest's; not run")
+                continue
+            import zipfile
+
+            with zipfile.ZipFile(os.path.join(ARGS.dir, rec["file"])) as z:
+                manifest = Manifest.from_json(json.loads(z.read("manifest.json")))
+                module, report = z.read(manifest.module), json.loads(z.read("report.json"))
+            ixa = os.path.join(work, f"{name}.{sysname}.ixa")
+            write_artifact(ixa, manifest, module, lifted, report)
+            with open(ixa, "rb") as f:
+                same = sha(f.read()) == rec["ixa_sha256"]
+            if not same:
+                notes.append(f"{name} {sysname}: re-assembled .ixa is not byte-identical (members verified; run anyway)")
+            out[sysname] = ixa
+        os.remove(irpa)
+    return onnx_path, out, notes
+
+
+# ----------------------------------------------------------------------------- systems
+class Sys:
+    """One system for one model: .check(feeds) -> outputs (h2h), .h2h(feeds), .dev() after .stage(feeds)."""
+
+
+def torch_system(name, onnx_model, kind):
+    import torch
+
+    import torch_impl
+
+    half = kind.endswith("fp16")
+    mod = torch_impl.to_torch(onnx_model, dtype=torch.float16 if half else None).cuda()
+    if kind.startswith("torch-compile"):
+        fn = torch.compile(mod, dynamic=False)
+    elif kind.startswith("torch-ro"):
+        fn = torch.compile(mod, mode="reduce-overhead", dynamic=False)
+    else:
+        fn = mod
+    s = Sys()
+
+    def up(feeds):
+        ts = []
+        for k in mod.input_names:
+            t = torch.from_numpy(feeds[k]).cuda()
+            ts.append(t.half() if half and t.is_floating_point() else t)
+        return ts
+
+    def call(ts):
+        with torch.inference_mode():
+            return fn(*ts)
+
+    def h2h(feeds):
+        out = call(up(feeds))
+        return [o.float().cpu().numpy() for o in out]
+
+    def stage(feeds):
+        s.staged = up(feeds)
+
+    def dev():
+        out = call(s.staged)
+        torch.cuda.synchronize()
+        return out
+
+    s.h2h, s.stage, s.dev = h2h, stage, dev
+    return s
+
+
+def iree_system(vmfb_path, params, input_names):
+    import iree.runtime as rt
+
+    device = rt.get_driver("cuda").create_default_device()
+    inst = rt.VmInstance()
+    idx, keep = params
+    mods = [rt.create_hal_module(inst, device), rt.create_io_parameters_module(inst, idx.create_provider(scope="model"))]
+    with open(vmfb_path, "rb") as f:
+        mod = rt.VmModule.copy_buffer(inst, f.read())
+    mods.append(mod)
+    ctx = rt.VmContext(inst, modules=mods)
+    fname = next(n for n in mod.function_names if not n.startswith("__") and not n.endswith("$async"))
+    inv = rt.FunctionInvoker(ctx, device, mod.lookup_function(fname))
+    s = Sys()
+    s._keep = (keep, idx, inst, ctx)
+
+    def h2h(feeds):
+        r = inv(*[feeds[k] for k in input_names])
+        r = r if isinstance(r, (tuple, list)) else (r,)
+        return [x.to_host() for x in r]
+
+    def stage(feeds):
+        s.staged = [rt.asdevicearray(device, feeds[k]) for k in input_names]
+
+    def dev():
+        return inv(*s.staged)
+
+    s.h2h, s.stage, s.dev = h2h, stage, dev
+    return s
+
+
+def inferx_system(ixa):
+    import iree.runtime as rt
+
+    import inferx_compiler
+
+    sess = inferx_compiler.load(ixa, device="cuda")
+    names = [spec.name for spec in sess.inputs]
+    s = Sys()
+
+    def h2h(feeds):
+        return list(sess.run(feeds).values())
+
+    def stage(feeds):
+        s.staged = [rt.asdevicearray(sess._device, feeds[k]) for k in names]
+
+    def dev():
+        return sess._invoker(*s.staged)  # the loaded module itself; run() adds validation + copies
+
+    s.h2h, s.stage, s.dev = h2h, stage, dev
+    return s
+
+
+# ----------------------------------------------------------------------------- measurements
+def card_ceilings():
+    import torch
+
+    n = 1 << 30
+    x = torch.empty(n, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(20):
+        y.copy_(x)
+    e1.record()
+    torch.cuda.synchronize()
+    bw = 2 * n * 20 / (e0.elapsed_time(e1) / 1e3)
+    del x, y
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    e0.record()
+    for _ in range(10):
+        a @ b
+    e1.record()
+    torch.cuda.synchronize()
+    flops = 2 * 8192**3 * 10 / (e0.elapsed_time(e1) / 1e3)
+    del a, b
+    torch.cuda.empty_cache()
+    return {"copy_bytes_per_s": bw, "bf16_gemm_flops": flops,
+            "note": "copy: 1 GiB device-to-device x20, bytes read + written; GEMM: 8192^3 bf16 x10, random data"}
+
+
+def bench_model(name, entry, systems, work, rows, ceilings):
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    onnx_path, built, notes = rebuild(name, entry, work)
+    for n in notes:
+        log(n)
+    if onnx_path is None:
+        for b in entry["batches"]:
+            for s in systems:
+                rows.append({"model": name, "batch": b, "system": s, "status": "error", "error": notes[0]})
+        return notes
+    model = onnx.load(onnx_path)
+    input_names = [vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
+    ref_sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    batches = [int(b) for b in ARGS.batches.split(",")] if ARGS.batches else entry["batches"]
+    for batch in batches:
+        feeds = models.feeds(onnx_path, batch)
+        ref = ref_sess.run(None, feeds)
+        live, row_of = {}, {}
+        for s in systems:
+            prec = "fp16" if s.endswith("16") else "fp32"
+            rec = entry["systems"].get(s, {})
+            row = {"model": name, "batch": batch, "system": s, "precision": prec, "tol": TOL[prec],
+                   "samples_ms": [], "h2h_samples_ms": []}
+            row.update({k: rec.get(k) for k in ("compile_s", "peak_rss_mib", "artifact_bytes") if rec.get(k) is not None})
+            rows.append(row)
+            row_of[s] = row
+            try:
+                t0 = time.perf_counter()
+                if s.startswith("torch"):
+                    torch.backends.cuda.matmul.allow_tf32 = False
+                    torch.backends.cudnn.allow_tf32 = False
+                    sysobj = torch_system(name, model, s)
+                elif s.startswith("iree"):
+                    if not rec.get("ok"):
+                        raise RuntimeError(f"not compiled: {(rec.get('error') or '')[-300:]}")
+                    sysobj = iree_system(os.path.join(ARGS.dir, rec["file"]), built["iree-params"], input_names)
+                else:
+                    if s not in built:
+                        raise RuntimeError(rec.get("error") or "artifact not rebuilt (see notes)")
+                    sysobj = inferx_system(built[s])
+                out = sysobj.h2h(feeds)
+                first = time.perf_counter() - t0
+                if s.startswith("torch-compile") or s.startswith("torch-ro"):
+                    t1 = time.perf_counter()
+                    sysobj.h2h(feeds)
+                    row["compile_s"] = max(first - 2 * (time.perf_counter() - t1), 0.0)  # ro records on call 2
+                row["first_call_s"] = first
+                err = max(rel_l2(g, r) for g, r in zip(out, ref)) if len(out) == len(ref) else float("inf")
+                row["rel_l2"] = err
+                row["status"] = "ok" if err <= row["tol"] else "wrong"
+                log(f"{name} b{batch}: {s:20s} rel_l2={err:.2e} {row['status']}")
+                if row["status"] == "ok":
+                    sysobj.stage(feeds)
+                    live[s] = sysobj
+            except Exception as e:  # noqa: BLE001
+                row.update(status="error", error=f"{type(e).__name__}: {e}"[:2000])
+                log(f"{name} b{batch}: {s} ERROR {row['error'][:400]}")
+                traceback.print_exc()
+        order = list(live)
+        for s in order:
+            for _ in range(ARGS.warmup):
+                live[s].dev()
+                live[s].h2h(feeds)
+        for r in range(ARGS.rounds):
+            k = r % max(len(order), 1)
+            for s in order[k:] + order[:k]:
+                for _ in range(ARGS.iters):
+                    t0 = time.perf_counter()
+                    live[s].dev()
+                    row_of[s]["samples_ms"].append((time.perf_counter() - t0) * 1e3)
+                for _ in range(ARGS.iters):
+                    t0 = time.perf_counter()
+                    live[s].h2h(feeds)
+                    row_of[s]["h2h_samples_ms"].append((time.perf_counter() - t0) * 1e3)
+        for s in order:
+            row = row_of[s]
+            for key, smp in (("", row["samples_ms"]), ("h2h_", row["h2h_samples_ms"])):
+                row.update({f"{key}median_ms": float(np.median(smp)), f"{key}min_ms": float(np.min(smp)),
+                            f"{key}max_ms": float(np.max(smp))})
+        for key in ("", "h2h_"):
+            peers = [row_of[s] for s in order if not s.startswith("inferx")]
+            if peers:
+                best = min(peers, key=lambda r: r[f"{key}median_ms"])
+                for s in order:
+                    row_of[s][f"{key}best_peer"] = best["system"]
+                    row_of[s][f"{key}x_best_peer"] = row_of[s][f"{key}median_ms"] / best[f"{key}median_ms"]
+        if name.startswith("mlp") and batch == 1 and ceilings:
+            for s in order:
+                wb = entry["weight_bytes"] * (0.5 if s.endswith("16") else 1.0)
+                floor = wb / ceilings["copy_bytes_per_s"] * 1e3
+                row_of[s].update(bandwidth_floor_ms=floor, x_bandwidth_floor=row_of[s]["median_ms"] / floor)
+        log(f"{name} b{batch}: dev median ms " + "  ".join(f"{s}={row_of[s]['median_ms']:.3f}" for s in order))
+        log(f"{name} b{batch}: h2h median ms " + "  ".join(f"{s}={row_of[s]['h2h_median_ms']:.3f}" for s in order))
+        del live
+        gc.collect()
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+    return notes
+
+
+def write(doc, out):
+    import report
+
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    dev_doc = dict(doc, rows=doc["rows"])
+    h2h_rows = []
+    for r in doc["rows"]:
+        h = dict(r)
+        for k in ("median_ms", "min_ms", "max_ms", "best_peer", "x_best_peer"):
+            h[k] = r.get("h2h_" + k)
+        h2h_rows.append(h)
+    md = report.markdown(dev_doc).replace("## Latency, ms", "## Latency, ms, device-resident (dev)")
+    h2h_md = report.markdown(dict(doc, rows=h2h_rows))
+    h2h_table = h2h_md.split("## Latency, ms: median (min–max)")[1].split("## Correctness")[0]
+    md += "\n## Latency, ms, host-to-host (h2h: numpy in, numpy out): median (min–max)\n" + h2h_table
+    c = doc.get("ceilings")
+    if c:
+        md += (f"\n## Card ceilings (measured once)\n\ncopy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write), "
+               f"bf16 GEMM {c['bf16_gemm_flops'] / 1e12:.0f} TFLOP/s ({c['note']})\n")
+        floors = [r for r in doc["rows"] if r.get("bandwidth_floor_ms")]
+        if floors:
+            md += "\n| model b1 | system | dev median ms | bandwidth floor ms | × floor |\n| --- | --- | --- | --- | --- |\n"
+            for r in floors:
+                md += f"| {r['model']} | {r['system']} | {r['median_ms']:.3f} | {r['bandwidth_floor_ms']:.3f} | {r['x_bandwidth_floor']:.2f} |\n"
+    if doc.get("notes"):
+        md += "\n## Notes\n\n" + "\n".join(f"- {n}" for n in doc["notes"]) + "\n"
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    if doc.get("complete"):
+        try:
+            report.chart(dev_doc, os.path.join(out, "chart.png"))
+        except Exception as e:  # noqa: BLE001
+            log(f"chart failed: {e}")
+
+
+def main(argv=None) -> int:
+    global ARGS
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--dir", default=os.path.join(REPO, "build", "bench-gpu"))
+    p.add_argument("--out", default=os.environ.get("OUT", "bench-gpu-out"))
+    p.add_argument("--models", help="comma list (default: all in DIR/bench.json)")
+    p.add_argument("--batches", help="override every model's batches")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--dry-run", action="store_true", help="no GPU: rebuild and verify the weights/artifacts only")
+    ARGS = p.parse_args(argv)
+    with open(os.path.join(ARGS.dir, "bench.json")) as f:
+        bench = json.load(f)
+    inferx_layout()
+    names = ARGS.models.split(",") if ARGS.models else list(bench["models"])
+    work = tempfile.mkdtemp(prefix="bench-gpu-")
+    t_start = time.time()
+    if ARGS.dry_run:
+        ok = True
+        for n in names:
+            path, built, notes = rebuild(n, bench["models"][n], work)
+            log(f"{n}: {'rebuilt ' + ', '.join(sorted(built)) if path else 'FAILED'}; {notes or 'all sha256 match'}")
+            ok &= path is not None and not notes
+        return 0 if ok else 1
+    import torch
+
+    systems = [s for s in ARGS.systems.split(",") if s]
+    dev_name = torch.cuda.get_device_name(0)
+    log(f"device {dev_name}, torch {torch.__version__}")
+    ceilings = card_ceilings()
+    log(f"copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 GEMM {ceilings['bf16_gemm_flops'] / 1e12:.0f} TFLOP/s")
+    vers = {}
+    import importlib.metadata as md
+
+    for d in ("torch", "onnxruntime", "onnx", "numpy", "iree-base-runtime"):
+        try:
+            vers[d] = md.version(d)
+        except Exception:  # noqa: BLE001
+            vers[d] = None
+    doc = {"date": datetime.date.today().isoformat(), "mode": "gpu",
+           "command": " ".join(["tools/bench/gpu.py"] + (argv if argv is not None else sys.argv[1:])),
+           "machine": {"cpu": os.uname().nodename, "device": dev_name, "logical_cpus": os.cpu_count(), "threads": "-",
+                       "versions": vers},
+           "rounds": ARGS.rounds, "iters": ARGS.iters, "warmup": ARGS.warmup, "tolerances": TOL,
+           "ceilings": ceilings, "prepared": {k: bench[k] for k in ("target", "cuda_flags", "f16_flags")},
+           "rows": [], "notes": [], "complete": False}
+    for n in names:
+        doc["notes"] += bench_model(n, bench["models"][n], systems, work, doc["rows"], ceilings)
+        doc["elapsed_s"] = time.time() - t_start
+        write(doc, ARGS.out)
+    doc["complete"] = True
+    write(doc, ARGS.out)
+    print(open(os.path.join(ARGS.out, "results.md")).read())
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+ARGS = None
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Serving figures: batching vs. none at the same p99 budget, vs. the best static batch, and
+the batcher's own overhead per request.
+
+    python tools/serving_figures.py ART.ixa [ART2.ixa ...] [--device cpu] [--out DIR]
+
+For each artifact (with --batch-sizes buckets):
+  * static: one caller, fixed batch b, rows/s for every bucket -> the best static batch;
+  * saturation: closed loop with 2 x max_batch_size clients through the batcher;
+  * same p99 budget: open-loop rates swept up; the highest rate whose p99 stays within the
+    budget (max_queue_delay + 2 x the largest bucket's execution time), with and without batching;
+  * overhead: a trivial model, per request, batcher (max batch 1, no delay) minus direct call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def _static(session, sizes, rounds=15):
+    from inferx_compiler.runtime.bench_inputs import random_feeds
+
+    rows = {}
+    for b in sizes:
+        feeds = random_feeds(session.inputs, b)
+        for _ in range(3):
+            session.run(feeds)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            session.run(feeds)
+            times.append(time.perf_counter() - t0)
+        rows[b] = {"exec_ms": statistics.median(times) * 1e3, "rows_per_s": b / statistics.median(times)}
+    return rows
+
+
+def _bench(artifact, device, extra):
+    import contextlib
+    import io
+
+    from inferx_compiler.cli.bench import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main([artifact, "--device", device, "--json", "--warmup", "0.5", *extra])
+    return json.loads(buf.getvalue())
+
+
+def _max_rate_within(artifact, device, budget_ms, start_rps, batching, duration):
+    best, rate = None, start_rps
+    for _ in range(8):
+        r = _bench(artifact, device, ["--rate", f"{rate:.1f}", "--duration", str(duration)]
+                   + ([] if batching else ["--no-batching"]))
+        ok = r["p99_ms"] <= budget_ms and r["throughput_rps"] >= 0.9 * rate
+        print(f"    rate {rate:8.1f} req/s batching={'on ' if batching else 'off'} -> "
+              f"{r['throughput_rps']:8.1f} req/s p99 {r['p99_ms']:7.2f} ms {'ok' if ok else 'over'}", flush=True)
+        if not ok:
+            break
+        best, rate = r, rate * 1.6
+    return best
+
+
+def build_trivial(target: str, out: str) -> str:
+    """y = x + 1 on 4 floats: a model whose run time is all overhead."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import inferx_compiler
+
+    tmp = tempfile.mkdtemp()
+    g = helper.make_graph([helper.make_node("Add", ["x", "one"], ["y"])], "trivial",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{tmp}/t.onnx")
+    inferx_compiler.compile_onnx(f"{tmp}/t.onnx", target=target, output=out)
+    return out
+
+
+def overhead_us(trivial_artifact: str, device: str) -> dict:
+    """Per-request cost of the batcher on a trivial model."""
+    import inferx_compiler
+    from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher
+
+    sess = inferx_compiler.load(trivial_artifact, device=device)
+    feeds = {"x": np.ones((1, 4), np.float32)}
+    n = 2000
+
+    def per_call(fn):
+        for _ in range(200):
+            fn()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / n * 1e6
+
+    direct = per_call(lambda: sess.run(feeds))
+    batcher = DynamicBatcher(sess.run, sess.inputs, BatchingConfig(max_batch_size=1, max_queue_delay_us=0))
+    batched = per_call(lambda: batcher.submit(feeds).result())
+    batcher.close()
+    noop = DynamicBatcher(lambda f: {"y": f["x"]}, sess.inputs, BatchingConfig(max_batch_size=1, max_queue_delay_us=0))
+    pure = per_call(lambda: noop.submit(feeds).result())
+    noop.close()
+    return {"direct_run_us": direct, "through_batcher_us": batched, "overhead_us": batched - direct,
+            "batcher_alone_noop_model_us": pure}
+
+
+def figures(artifact: str, device: str, duration: float) -> dict:
+    import inferx_compiler
+    from inferx_compiler.buckets import default_batching
+
+    sess = inferx_compiler.load(artifact, device=device)
+    buckets = sess.artifact.manifest.batch_buckets
+    if not buckets:
+        raise SystemExit(f"{artifact}: compile it with --batch-sizes first")
+    config, sizes = default_batching(buckets)
+    static = _static(sess, sizes)
+    best_b = max(static, key=lambda b: static[b]["rows_per_s"])
+    print(f"  static: " + ", ".join(f"b{b} {v['rows_per_s']:.0f} rows/s ({v['exec_ms']:.2f} ms)"
+                                    for b, v in static.items()), flush=True)
+    sat = _bench(artifact, device, ["--concurrency", str(2 * config.max_batch_size), "--duration", str(duration)])
+    budget = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
+    p99_bound = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
+    print(f"  saturation: {sat['throughput_rps']:.0f} req/s, mean batch {sat['mean_batch']:.1f}, "
+          f"p99 {sat['p99_ms']:.2f} ms; best static b{best_b} {static[best_b]['rows_per_s']:.0f} rows/s", flush=True)
+    print(f"  p99 budget {budget:.2f} ms: sweeping open-loop rates", flush=True)
+    start = 0.3 * static[1]["rows_per_s"]
+    with_b = _max_rate_within(artifact, device, budget, start, True, duration)
+    without = _max_rate_within(artifact, device, budget, start, False, duration)
+    return {"artifact": os.path.basename(artifact), "device": device,
+            "config": {"max_batch_size": config.max_batch_size, "max_queue_delay_us": config.max_queue_delay_us,
+                       "preferred_batch_sizes": list(config.preferred_batch_sizes)},
+            "static": static, "best_static_batch": best_b,
+            "saturation": sat, "saturation_vs_best_static": sat["throughput_rps"] / static[best_b]["rows_per_s"],
+            "p99_bound_ms": p99_bound, "saturation_p99_within_bound": sat["p99_ms"] <= p99_bound,
+            "p99_budget_ms": budget,
+            "max_rate_within_budget": {"batching": with_b and with_b["throughput_rps"],
+                                       "no_batching": without and without["throughput_rps"]}}
+
+
+def to_markdown(results: list[dict], overhead: dict) -> str:
+    lines = ["| artifact | device | best static (rows/s) | batcher at saturation (req/s) | ratio | p99 at sat. / bound (ms) | max rate within p99 budget: batching / none (req/s) | budget (ms) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        b = r["best_static_batch"]
+        mr = r["max_rate_within_budget"]
+        fmt = lambda v: f"{v:.0f}" if v else "—"
+        lines.append(f"| {r['artifact']} | {r['device']} | b{b}: {r['static'][b]['rows_per_s']:.0f} | "
+                     f"{r['saturation']['throughput_rps']:.0f} (mean batch {r['saturation']['mean_batch']:.1f}) | "
+                     f"{r['saturation_vs_best_static']:.2f} | {r['saturation']['p99_ms']:.1f} / {r['p99_bound_ms']:.1f} | "
+                     f"{fmt(mr['batching'])} / {fmt(mr['no_batching'])} | {r['p99_budget_ms']:.1f} |")
+    lines.append("")
+    lines.append(f"Batcher overhead per request (trivial model, {overhead['device']}): "
+                 f"{overhead['overhead_us']:.1f} µs (direct run {overhead['direct_run_us']:.1f} µs, through the "
+                 f"batcher {overhead['through_batcher_us']:.1f} µs; batcher alone with a no-op model "
+                 f"{overhead['batcher_alone_noop_model_us']:.1f} µs round trip)")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("artifacts", nargs="+")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--duration", type=float, default=3.0)
+    p.add_argument("--out", default=None)
+    p.add_argument("--trivial", default=None, help="prebuilt trivial-model artifact for the overhead "
+                   "figure (built here for the cpu target when absent)")
+    args = p.parse_args()
+    results = []
+    for a in args.artifacts:
+        print(f"== {a} on {args.device}", flush=True)
+        results.append(figures(a, args.device, args.duration))
+    trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
+    overhead = dict(overhead_us(trivial, args.device), device=args.device)
+    md = to_markdown(results, overhead)
+    print(md)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, f"serving_{args.device}.json"), "w") as f:
+            json.dump({"results": results, "overhead": overhead}, f, indent=1, default=str)
+        with open(os.path.join(args.out, f"serving_{args.device}.md"), "w") as f:
+            f.write(md + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
