@@ -74,10 +74,14 @@ def present_device(target: Target) -> Optional[str]:
 
 
 def measure(artifact_path: str, device: str, sizes: list[int], rounds: int = 5) -> list[dict]:
-    from .runtime.bench_inputs import random_feeds
     from .runtime.session import load
 
-    session = load(artifact_path, device=device)
+    return measure_session(load(artifact_path, device=device), sizes, rounds)
+
+
+def measure_session(session, sizes: list[int], rounds: int = 5) -> list[dict]:
+    from .runtime.bench_inputs import random_feeds
+
     rows = []
     for b in sizes:
         feeds = random_feeds(session.inputs, b)
@@ -88,8 +92,20 @@ def measure(artifact_path: str, device: str, sizes: list[int], rounds: int = 5) 
             session.run(feeds)
             times.append((time.perf_counter() - t0) * 1e3)
         rows.append({"size": b, "latency_ms": round(statistics.median(times), 4), "measured": True,
-                     "device": device})
+                     "device": session.device_spec.kind})
     return rows
+
+
+def serving_buckets(session) -> list[dict] | None:
+    """The artifact's bucket table, re-measured on this session's device when the recorded
+    figures are estimates or come from another kind of device."""
+    table = session.artifact.manifest.batch_buckets
+    if not table:
+        return None
+    kind = session.device_spec.kind
+    if all(b.get("measured") and b.get("device") == kind for b in table):
+        return table
+    return measure_session(session, [b["size"] for b in table])
 
 
 def default_batching(buckets: list[dict]):

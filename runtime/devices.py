@@ -79,3 +79,33 @@ def _configure_cpu_executor(rt) -> None:
     if flags:
         rt.flags.parse_flags(*flags)
     _CPU_FLAGS_DONE = True
+
+
+_thread_state = __import__("threading").local()
+
+
+def bind_thread_to_device(spec: DeviceSpec) -> None:
+    """Make the device's CUDA context current on the calling thread (once per thread).
+
+    IREE's CUDA HAL uses the device's primary context but makes it current only on the
+    thread that created the device; a batcher's worker thread reading results back would
+    otherwise fail with CUDA_ERROR_INVALID_CONTEXT. CPU devices need nothing.
+    """
+    if spec.kind != "cuda":
+        return
+    bound = getattr(_thread_state, "bound", None)
+    if bound is None:
+        bound = _thread_state.bound = set()
+    if spec.index in bound:
+        return
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(dev), spec.index)),
+                       ("cuDevicePrimaryCtxRetain", (ctypes.byref(ctx), dev)),
+                       ("cuCtxSetCurrent", (ctx,))):
+        status = getattr(lib, call)(*args)
+        if status != 0:
+            raise DeviceError(f"device '{spec}': {call} failed with CUDA error {status}")
+    bound.add(spec.index)

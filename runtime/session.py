@@ -11,7 +11,7 @@ from inferx_compiler.errors import ArtifactError, InputValidationError
 from inferx_compiler.tensor_spec import TensorSpec
 
 from .buffers import StagingBuffers
-from .devices import check_compatible, default_device_for, hal_device, parse_device
+from .devices import bind_thread_to_device, check_compatible, default_device_for, hal_device, parse_device
 from .validation import validate_feeds
 
 
@@ -69,6 +69,7 @@ class InferenceSession:
 
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
         arrays = validate_feeds(feeds, self.inputs)
+        bind_thread_to_device(self.device_spec)
         with self._lock:
             results = self._invoker(*self._stage(list(arrays.values())))
             outputs = self._collect(results)

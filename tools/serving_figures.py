@@ -114,10 +114,10 @@ def overhead_us(trivial_artifact: str, device: str) -> dict:
 
 def figures(artifact: str, device: str, duration: float) -> dict:
     import inferx_compiler
-    from inferx_compiler.buckets import default_batching
+    from inferx_compiler.buckets import default_batching, serving_buckets
 
     sess = inferx_compiler.load(artifact, device=device)
-    buckets = sess.artifact.manifest.batch_buckets
+    buckets = serving_buckets(sess)
     if not buckets:
         raise SystemExit(f"{artifact}: compile it with --batch-sizes first")
     config, sizes = default_batching(buckets)

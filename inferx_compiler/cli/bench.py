@@ -106,14 +106,14 @@ class _Servers:
 
 
 def _servers(args) -> _Servers:
-    from inferx_compiler.buckets import default_batching
+    from inferx_compiler.buckets import default_batching, serving_buckets
     from inferx_compiler.runtime.batching import BatchingConfig
     from inferx_compiler.runtime.scheduler import Scheduler, lane_for_session
     from inferx_compiler.runtime.session import load
 
     devices = args.device or [None]
     sessions = [load(args.artifact, device=d) for d in devices]
-    buckets = sessions[0].artifact.manifest.batch_buckets
+    buckets = serving_buckets(sessions[0])
     config = default_batching(buckets)[0] if buckets else BatchingConfig()
     if args.no_batching:  # same queue and worker, one request per run
         config = BatchingConfig(max_batch_size=max(1, args.rows), max_queue_delay_us=0,
