@@ -16,6 +16,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol
@@ -77,6 +78,7 @@ class PendingRequest:
     deadline: Optional[float]
     future: Future
     seq: int = 0
+    state: int = 0
 
     def sort_key(self) -> tuple:
         return (self.priority, self.seq)
@@ -93,13 +95,40 @@ class Batch:
         return self.bucket - self.rows
 
 
+class _Group:
+    """Requests of one non-batch shape: a priority heap, plus arrival order for the oldest."""
+
+    def __init__(self):
+        self.heap: list = []  # (priority, seq, request)
+        self.arrivals: deque = deque()  # requests in arrival order (lazily cleaned)
+        self.rows = 0
+
+    def oldest(self) -> float:
+        while self.arrivals and self.arrivals[0].state != _QUEUED:
+            self.arrivals.popleft()
+        return self.arrivals[0].enqueued
+
+    def head(self):
+        while self.heap and self.heap[0][2].state != _QUEUED:
+            heapq.heappop(self.heap)
+        return self.heap[0][2] if self.heap else None
+
+
+_QUEUED, _TAKEN, _DROPPED = 0, 1, 2
+
+
 class BatchQueue:
-    """Pending requests grouped by non-batch shape; decides when and what to batch."""
+    """Pending requests grouped by non-batch shape; decides when and what to batch.
+
+    Every operation is O(log n) in the queue length: expired and cancelled requests are
+    dropped lazily (a deadline heap, and a check when a request reaches a batch).
+    """
 
     def __init__(self, config: BatchingConfig, buckets: tuple[int, ...] = ()):
         self.config = config
         self.buckets = tuple(sorted(set(buckets) | set(config.preferred_batch_sizes)))
-        self._groups: dict[tuple, list] = {}  # shape_key -> heap of (priority, seq, request)
+        self._groups: dict[tuple, _Group] = {}
+        self._deadlines: list = []  # (deadline, seq, request)
         self._count = 0
         self._seq = itertools.count()
 
@@ -110,62 +139,64 @@ class BatchQueue:
         if self._count >= self.config.max_queue_size:
             raise QueueFullError(f"queue full ({self.config.max_queue_size} requests waiting)")
         request.seq = next(self._seq)
-        heapq.heappush(self._groups.setdefault(request.shape_key, []),
-                       (request.priority, request.seq, request))
+        request.state = _QUEUED
+        group = self._groups.setdefault(request.shape_key, _Group())
+        heapq.heappush(group.heap, (request.priority, request.seq, request))
+        group.arrivals.append(request)
+        group.rows += request.rows
+        if request.deadline is not None:
+            heapq.heappush(self._deadlines, (request.deadline, request.seq, request))
         self._count += 1
 
+    def _drop(self, request: PendingRequest) -> None:
+        request.state = _DROPPED
+        group = self._groups[request.shape_key]
+        group.rows -= request.rows
+        self._count -= 1
+        if group.head() is None:
+            del self._groups[request.shape_key]
+
     def expire(self, now: float) -> list[PendingRequest]:
-        """Remove cancelled requests and those past their deadline (returned, to be failed)."""
+        """Remove requests past their deadline (returned, to be failed)."""
         expired = []
-        for key in list(self._groups):
-            kept = []
-            for item in self._groups[key]:
-                r = item[2]
-                if r.future.cancelled():
-                    self._count -= 1
-                elif r.deadline is not None and now >= r.deadline:
-                    expired.append(r)
-                    self._count -= 1
-                else:
-                    kept.append(item)
-            heapq.heapify(kept)
-            if kept:
-                self._groups[key] = kept
-            else:
-                del self._groups[key]
+        while self._deadlines and self._deadlines[0][0] <= now:
+            request = heapq.heappop(self._deadlines)[2]
+            if request.state == _QUEUED:
+                self._drop(request)
+                expired.append(request)
         return expired
 
     def next_batch(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
         """A batch ready to run now, or None and how long until one may be (None: idle)."""
         if not self._groups:
             return None, None
-        key = min(self._groups, key=lambda k: self._groups[k][0][:2])
+        key = min(self._groups, key=lambda k: self._groups[k].head().sort_key())
         group = self._groups[key]
-        rows = sum(item[2].rows for item in group)
-        oldest = min(item[2].enqueued for item in group)
+        oldest = group.oldest()
         delay = self.config.max_queue_delay_us * 1e-6
         full = min(self.config.max_batch_size, max(self.config.preferred_batch_sizes, default=10**9))
-        ready = rows >= full or now - oldest >= delay - 1e-9  # 1 ns slack for float clocks
+        ready = group.rows >= full or now - oldest >= delay - 1e-9  # 1 ns slack for float clocks
         if not ready:
             wait = oldest + delay - now
-            deadlines = [item[2].deadline - now for g in self._groups.values() for item in g
-                         if item[2].deadline is not None]
-            return None, max(0.0, min([wait] + deadlines))
+            if self._deadlines:
+                wait = min(wait, self._deadlines[0][0] - now)
+            return None, max(0.0, wait)
         return self._take(key), 0.0
 
     def _take(self, key: tuple) -> Batch:
         group = self._groups[key]
         taken, rows = [], 0
-        while group:
-            r = group[0][2]
+        while (r := group.head()) is not None:
             if taken and rows + r.rows > self.config.max_batch_size:
                 break
-            heapq.heappop(group)
+            heapq.heappop(group.heap)
+            r.state = _TAKEN
             taken.append(r)
             rows += r.rows
-        if not group:
-            del self._groups[key]
+        group.rows -= rows
         self._count -= len(taken)
+        if group.head() is None:
+            del self._groups[key]
         return Batch(taken, rows, self.bucket_for(rows))
 
     def bucket_for(self, rows: int) -> int:
