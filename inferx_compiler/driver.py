@@ -110,7 +110,7 @@ def format_pipeline(stages: list[Stage]) -> str:
 
 
 def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
-    target = _check_request(options)
+    target = check_request(options)
     log.step(f"loading {os.path.basename(model_path)}")
     model, digest = onnx_frontend.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
@@ -128,11 +128,11 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
             len(prepared.inputs), list(prepared.weights)))
     model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
                   "upgraded_from_opset": prepared.upgraded_from}
-    return _compile_linalg(module_op, ctx, target, options, log, model_info,
+    return compile_linalg(module_op, ctx, target, options, log, model_info,
                            prepared.inputs, prepared.outputs, prepared.weights)
 
 
-def _check_request(options: CompileOptions) -> Target:
+def check_request(options: CompileOptions) -> Target:
     target = get_target(options.target)
     if options.emit not in EMIT_CHOICES:
         raise TargetError(f"unknown --emit '{options.emit}'; valid: {', '.join(EMIT_CHOICES)}")
@@ -145,7 +145,7 @@ def _check_request(options: CompileOptions) -> Target:
     return target
 
 
-def _compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
+def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
                     model_info: dict, inputs, outputs, weights) -> CompileResult:
     from .passes.pipeline import run_pipeline
     from . import iree_backend

@@ -32,7 +32,7 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
 
     log = BuildLog(quiet=quiet)
     options = driver.CompileOptions(target=target, precision=precision)
-    target_obj = driver._check_request(options)
+    target_obj = driver.check_request(options)
     program = _export(module, tuple(example_inputs), dynamic_shapes)
     ctx = new_graph_context()
     with ctx:
@@ -43,7 +43,7 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
     digest = _state_digest(weights)
     model_info = {"name": name, "source": "torch", "sha256": digest, "opset": None,
                   "upgraded_from_opset": None}
-    result = driver._compile_linalg(module_op, ctx, target_obj, options, log, model_info,
+    result = driver.compile_linalg(module_op, ctx, target_obj, options, log, model_info,
                                     inputs, outputs, weights)
     driver.write_result(result, output)
     return result.manifest

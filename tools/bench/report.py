@@ -68,13 +68,13 @@ def markdown(doc) -> str:
     if not doc.get("complete", True):
         lines.append("- **partial**: the run had not finished when this was written")
     lines += ["", "## Latency, ms: median (min–max)", "",
-              "| model | batch | " + " | ".join(systems) + " | best peer | inferx-fp32 ÷ best peer |",
+              "| model | batch | " + " | ".join(systems) + " | best peer | inferx ÷ best peer |",
               "| --- | --- | " + " | ".join("---" for _ in systems) + " | --- | --- |"]
     for model, batch in _configs(rows):
         by = {r["system"]: r for r in rows if r["model"] == model and r["batch"] == batch}
         best = next((r.get("best_peer") for r in by.values() if r.get("best_peer")), None)
-        ix = by.get("inferx-fp32") or next((by[s] for s in systems if s.startswith("inferx") and s in by), None)
-        ratio = f"{ix['x_best_peer']:.2f}×" if ix and ix.get("x_best_peer") else "-"
+        ratio = ", ".join(f"{s[len('inferx-'):]} {by[s]['x_best_peer']:.2f}×" for s in systems
+                          if s.startswith("inferx-") and s in by and by[s].get("x_best_peer")) or "-"
         lines.append(f"| {model} | {batch} | " + " | ".join(_cell(by[s]) if s in by else "-" for s in systems)
                      + f" | {best or '-'} | {ratio} |")
     lines += ["", "## Correctness: relative L2 against onnxruntime fp32 (first call)", "",
@@ -100,8 +100,8 @@ def markdown(doc) -> str:
             if r.get("import_s") is not None:
                 note.append(f"import {r['import_s']:.1f} s / {r.get('import_peak_rss_mib') or 0:.0f} MiB, "
                             f"iree-compile {r.get('iree_compile_s') or 0:.1f} s / {r.get('iree_compile_peak_rss_mib') or 0:.0f} MiB")
-            if r["system"] == "torch-compile":
-                note.append("first call minus an eager call, per batch, in process")
+            if r["system"].startswith(("torch-compile", "torch-ro")):
+                note.append("in process, first call minus the next call (first batch)")
             rss = f"{r['peak_rss_mib']:.0f}" if r.get("peak_rss_mib") else "-"
             size = f"{r['artifact_bytes'] / 1e6:.1f}" if r.get("artifact_bytes") else "-"
             lines.append(f"| {model_label(r)} | {r['system']} | {r['compile_s']:.1f} | {rss} | {size} | {'; '.join(note)} |")

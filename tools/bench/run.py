@@ -463,6 +463,8 @@ def main(argv=None) -> int:
     bad = [s for s in systems if s not in ALL_SYSTEMS]
     if bad:
         p.error(f"unknown systems {bad}; valid: {ALL_SYSTEMS}")
+    # torch.compile's compile time must be a cold one: a fresh inductor cache for this run.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inferx-bench-inductor-")
     skipped = {}
     if not torch_available():
         for s in ("torch", "torch-compile"):
@@ -493,7 +495,7 @@ def main(argv=None) -> int:
 
 
 def _write(out, args, rows, skipped, t_start, date, final):
-    doc = {"date": date, "mode": args.mode, "command": " ".join([os.path.relpath(__file__)] + sys.argv[1:]),
+    doc = {"date": date, "mode": args.mode, "command": " ".join(["python tools/bench/run.py"] + sys.argv[1:]),
            "machine": machine_info(args.threads), "rounds": args.rounds, "iters": args.iters, "warmup": args.warmup, "gap_ms": args.gap_ms,
            "tolerances": DEFAULT_TOL | {k.split("=")[0]: float(k.split("=")[1]) for k in args.tol},
            "loadavg_at_start": LOADAVG_AT_START, "skipped_systems": skipped, "elapsed_s": time.time() - t_start, "complete": final, "rows": rows}
