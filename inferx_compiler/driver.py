@@ -15,6 +15,7 @@ Stages, each reproducible on its own (`inferx-compile --dump-pipeline` prints th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -29,8 +30,10 @@ from .versions import stack_versions
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
 PRECISIONS = ("fp32", "fp16", "bf16")
-# Flags every build gets, whatever the target: keep the model's dtypes as they are.
-SEMANTIC_FLAGS = ("--iree-input-demote-f64-to-f32=false",)
+# IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
+# (Only then: lowerings introduce f64 scalars of their own that IREE's constant
+# evaluator cannot handle unless they are demoted.)
+KEEP_F64_FLAGS = ("--iree-input-demote-f64-to-f32=false",)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class CompileOptions:
     extra_iree_flags: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = ()
     measure_buckets: bool = True
+    keep_f64: bool = False  # set by the driver when the model computes in float64
 
 
 @dataclass
@@ -72,7 +76,8 @@ DISPATCH = "builtin.module(inferx-dispatch-report)"
 
 
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
-    return target.iree_flags() + list(SEMANTIC_FLAGS) + list(options.extra_iree_flags)
+    semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
+    return target.iree_flags() + semantic + list(options.extra_iree_flags)
 
 
 def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Stage]:
@@ -116,6 +121,7 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
     name = os.path.splitext(os.path.basename(model_path))[0]
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"))
+    options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared))
     ctx = new_graph_context()
     with ctx:
         module_op = graph_lowering.import_onnx(prepared, ctx)

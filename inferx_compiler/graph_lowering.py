@@ -6,7 +6,7 @@ reported by ONNX node (name, op type, domain, opset) before anything else runs.
 
 from __future__ import annotations
 
-from .errors import PipelineError, UnsupportedOpsError
+from .errors import ModelLoadError, PipelineError, UnsupportedOpsError
 from .log import BuildLog
 from .onnx_frontend import PreparedModel
 from .passes.pipeline import run_pipeline
@@ -26,15 +26,26 @@ def import_onnx(prepared: PreparedModel, context):
     from torch_mlir.extras import onnx_importer
 
     config = onnx_importer.Config()
-    model_info = onnx_importer.ModelInfo(prepared.proto, config=config)
-    module_op = model_info.create_module(context=context).operation
-    importer = onnx_importer.NodeImporter.define_function(model_info.main_graph, module_op)
     try:
+        model_info = onnx_importer.ModelInfo(prepared.proto, config=config)
+        module_op = model_info.create_module(context=context).operation
+        importer = onnx_importer.NodeImporter.define_function(model_info.main_graph, module_op)
         importer.import_all()
-    except onnx_importer.OnnxImportError as e:
-        raise PipelineError(f"model '{prepared.name}': ONNX import failed: {e}") from None
+    except Exception as e:  # the importer raises OnnxImportError, ValueError, KeyError...
+        raise ModelLoadError(f"model '{prepared.name}': the torch-mlir ONNX importer cannot take it: "
+                             f"{_describe_import_error(e)}") from None
     _rename_entry(module_op)
     return module_op
+
+
+def _describe_import_error(e: Exception) -> str:
+    import onnx
+
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    tail = text.rsplit(":", 1)[-1].strip()
+    if "element type" in text and tail.isdigit() and int(tail) in onnx.TensorProto.DataType.values():
+        text += f" ({onnx.TensorProto.DataType.Name(int(tail))} tensors are not supported)"
+    return text
 
 
 def _rename_entry(module_op) -> None:

@@ -214,3 +214,14 @@ def _interface(model: onnx.ModelProto, weight_names: set[str]) -> tuple[list, li
 def _node_index(model: onnx.ModelProto) -> dict[str, dict]:
     return {n.name: {"name": n.name, "op_type": n.op_type, "domain": n.domain,
                      "opset": _opset_for(model, n.domain)} for n in model.graph.node}
+
+
+def uses_float64(prepared: PreparedModel) -> bool:
+    """Whether any tensor of the model (interface, weights, intermediates) is float64."""
+    graph = prepared.proto.graph
+    infos = list(graph.input) + list(graph.output) + list(graph.value_info)
+    if any(vi.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE for vi in infos):
+        return True
+    if any(t.data_type == onnx.TensorProto.DOUBLE for t in graph.initializer):
+        return True
+    return any(w.dtype == np.float64 for w in prepared.weights.values())

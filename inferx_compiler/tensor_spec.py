@@ -21,7 +21,14 @@ class TensorSpec:
         import onnx
 
         tt = vi.type.tensor_type
-        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
+        except Exception:
+            from .errors import ModelLoadError
+
+            raise ModelLoadError(f"'{vi.name}' has ONNX element type "
+                                 f"{onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type in onnx.TensorProto.DataType.values() else tt.elem_type}, "
+                                 f"which inferx cannot take as a model input or output") from None
         if tt.elem_type == onnx.TensorProto.BFLOAT16:
             dtype = "bfloat16"
         dims: list[Dim] = []

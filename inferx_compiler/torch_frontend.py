@@ -7,6 +7,7 @@ their bytes go to the artifact's parameter archive, exactly like lifted ONNX wei
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Optional
 
@@ -43,6 +44,9 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
     digest = _state_digest(weights)
     model_info = {"name": name, "source": "torch", "sha256": digest, "opset": None,
                   "upgraded_from_opset": None}
+    uses_f64 = any(s.dtype == "float64" for s in inputs + outputs) or any(
+        w.dtype == np.float64 for w in weights.values())
+    options = dataclasses.replace(options, keep_f64=uses_f64)
     result = driver.compile_linalg(module_op, ctx, target_obj, options, log, model_info,
                                     inputs, outputs, weights)
     driver.write_result(result, output)

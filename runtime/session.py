@@ -90,8 +90,13 @@ class InferenceSession:
 
 def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
     arr = result.to_host() if hasattr(result, "to_host") else np.asarray(result)
-    if arr.dtype.name != spec.dtype and spec.dtype == "bool":
-        arr = arr.astype(np.bool_)
+    if arr.dtype.name == spec.dtype or spec.dtype == "bfloat16":
+        return arr
+    if spec.dtype == "bool":
+        return arr.astype(np.bool_)
+    want = np.dtype(spec.dtype)
+    if want.itemsize == arr.dtype.itemsize and want.kind in "iu" and arr.dtype.kind in "iu":
+        return arr.view(want)  # IREE hands unsigned integers back as signless (signed) ones
     return arr
 
 

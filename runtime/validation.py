@@ -26,7 +26,7 @@ def validate_feeds(feeds: dict, specs: list[TensorSpec]) -> dict[str, np.ndarray
     for spec in specs:
         arr = np.asarray(feeds[spec.name])
         _check_one(spec, arr, dim_values)
-        arrays[spec.name] = np.ascontiguousarray(arr)
+        arrays[spec.name] = np.asarray(arr, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     return arrays
 
 

@@ -55,6 +55,8 @@ def test_float64_stays_float64(tmp_path):
     feeds = {"x": np.random.default_rng(1).standard_normal((5, 3))}
     got = _compile_and_compare(model, tmp_path, feeds, tol=1e-15)
     assert got["y"].dtype == np.float64
+    flags = inferx_compiler.load(str(tmp_path / "m.ixa")).artifact.manifest.iree_flags
+    assert "--iree-input-demote-f64-to-f32=false" in flags
 
 
 def test_weights_in_constant_nodes_and_legacy_inputs(tmp_path):

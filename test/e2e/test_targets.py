@@ -31,8 +31,7 @@ def test_compiles_for_target(model_path, tmp_path, target):
     assert manifest["target"]["name"] == target
     assert manifest["executable"] == t.executable
     if t.executable:
-        assert "module.vmfb" in names and manifest["iree_flags"] == t.iree_flags() + [
-            "--iree-input-demote-f64-to-f32=false"]
+        assert "module.vmfb" in names and manifest["iree_flags"] == t.iree_flags()
     else:
         assert "module.mlir" in names and "module.vmfb" not in names
         assert any("no executable" in n for n in manifest["notes"])
