@@ -12,8 +12,6 @@ this table (`default_batching`).
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from typing import Optional
 
 from .errors import InferXError, TargetError
@@ -82,16 +80,13 @@ def measure(artifact_path: str, device: str, sizes: list[int], rounds: int = 5) 
 def measure_session(session, sizes: list[int], rounds: int = 5) -> list[dict]:
     from .runtime.bench_inputs import random_feeds
 
+    from .runtime.timing import median_ms
+
     rows = []
     for b in sizes:
         feeds = random_feeds(session.inputs, b)
-        session.run(feeds)
-        times = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            session.run(feeds)
-            times.append((time.perf_counter() - t0) * 1e3)
-        rows.append({"size": b, "latency_ms": round(statistics.median(times), 4), "measured": True,
+        ms = median_ms(lambda: session.run(feeds), rounds)
+        rows.append({"size": b, "latency_ms": round(ms, 4), "measured": True,
                      "device": session.device_spec.kind})
     return rows
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from .errors import TargetError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Optional
 
 import numpy as np
 

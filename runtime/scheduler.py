@@ -13,7 +13,6 @@ artifact's bucket latency table for that device kind or measured when the lane s
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -85,14 +84,10 @@ class Scheduler:
 
 def measure_speed(run: Callable[[dict], dict], feeds: dict, rounds: int = 3) -> float:
     """Rows per second of `run` on `feeds` (median of a few runs after one warm-up)."""
-    run(feeds)
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        run(feeds)
-        times.append(time.perf_counter() - t0)
+    from .timing import median_ms
+
     rows = next(iter(feeds.values())).shape[0]
-    return rows / max(float(np.median(times)), 1e-9)
+    return rows / max(median_ms(lambda: run(feeds), rounds) * 1e-3, 1e-12)
 
 
 def lane_for_session(session, config: BatchingConfig, *, name: Optional[str] = None,

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from inferx_compiler.artifact import Artifact
-from inferx_compiler.errors import ArtifactError, InputValidationError
+from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import TensorSpec
 
 from .buffers import StagingBuffers

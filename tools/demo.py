@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -24,16 +23,6 @@ def _cli(name: str, *args: str) -> None:
     subprocess.run(python_entry(f"inferx_compiler.cli.{name}") + list(args), check=True)
 
 
-def _median_ms(fn, rounds: int = 20) -> float:
-    fn()
-    samples = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return float(np.median(samples))
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", default=DEFAULT_MODEL)
@@ -41,22 +30,18 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=4)
     args = p.parse_args()
 
-    import onnx
     import onnxruntime as ort
 
     import inferx_compiler
+    from inferx_compiler.runtime.bench_inputs import random_feeds
+    from inferx_compiler.runtime.timing import median_ms
 
     work = tempfile.mkdtemp(prefix="inferx-demo-")
     artifact = os.path.join(work, "model.ixa")
     print(f"== inferx-compile {os.path.relpath(args.model)} --target {args.target} -o {artifact}")
     _cli("compile", args.model, "--target", args.target, "-o", artifact)
 
-    model = onnx.load(args.model)
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for vi in model.graph.input:
-        dims = [d.dim_value if d.dim_value > 0 else args.batch for d in vi.type.tensor_type.shape.dim]
-        feeds[vi.name] = rng.standard_normal(dims).astype(np.float32)
+    feeds = random_feeds(inferx_compiler.load(artifact).inputs, args.batch)
     np.savez(os.path.join(work, "in.npz"), **feeds)
     print(f"== inferx-run {artifact} --inputs in.npz --outputs out.npz")
     _cli("run", artifact, "--inputs", os.path.join(work, "in.npz"), "--outputs", os.path.join(work, "out.npz"))
@@ -65,8 +50,8 @@ def main() -> int:
     ref_sess = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"])
     expected = dict(zip([o.name for o in ref_sess.get_outputs()], ref_sess.run(None, feeds)))
     sess = inferx_compiler.load(artifact)
-    ours_ms = _median_ms(lambda: sess.run(feeds))
-    ort_ms = _median_ms(lambda: ref_sess.run(None, feeds))
+    ours_ms = median_ms(lambda: sess.run(feeds), 20)
+    ort_ms = median_ms(lambda: ref_sess.run(None, feeds), 20)
 
     print(f"\n{'output':12s} {'shape':16s} {'rel L2 vs onnxruntime':>22s} {'max |diff|':>12s}")
     worst = 0.0

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -26,18 +25,13 @@ import numpy as np
 
 def _static(session, sizes, rounds=15):
     from inferx_compiler.runtime.bench_inputs import random_feeds
+    from inferx_compiler.runtime.timing import median_ms
 
     rows = {}
     for b in sizes:
         feeds = random_feeds(session.inputs, b)
-        for _ in range(3):
-            session.run(feeds)
-        times = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            session.run(feeds)
-            times.append(time.perf_counter() - t0)
-        rows[b] = {"exec_ms": statistics.median(times) * 1e3, "rows_per_s": b / statistics.median(times)}
+        ms = median_ms(lambda: session.run(feeds), rounds, warmup=3)
+        rows[b] = {"exec_ms": ms, "rows_per_s": b / (ms * 1e-3)}
     return rows
 
 
@@ -123,7 +117,7 @@ def figures(artifact: str, device: str, duration: float) -> dict:
     config, sizes = default_batching(buckets)
     static = _static(sess, sizes)
     best_b = max(static, key=lambda b: static[b]["rows_per_s"])
-    print(f"  static: " + ", ".join(f"b{b} {v['rows_per_s']:.0f} rows/s ({v['exec_ms']:.2f} ms)"
+    print("  static: " + ", ".join(f"b{b} {v['rows_per_s']:.0f} rows/s ({v['exec_ms']:.2f} ms)"
                                     for b, v in static.items()), flush=True)
     sat = _bench(artifact, device, ["--concurrency", str(2 * config.max_batch_size), "--duration", str(duration)])
     budget = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
