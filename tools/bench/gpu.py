@@ -229,6 +229,12 @@ def inferx_system(ixa):
         return list(sess.run(feeds).values())
 
     def stage(feeds):
+        try:  # what run() does first on a CUDA device (context current on this thread)
+            from inferx_compiler.runtime.devices import bind_thread_to_device
+
+            bind_thread_to_device(sess.device_spec)
+        except ImportError:
+            pass
         s.staged = [rt.asdevicearray(sess._device, feeds[k]) for k in names]
 
     def dev():
