@@ -66,7 +66,10 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
     passes = []
     if options.precision != "fp32":
         dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
-        passes += [f"inferx-annotate-precision{{precision={dtype}}}", "inferx-apply-precision"]
+        # CUDA: convolutions stay f32 (see inferx-annotate-precision's docstring).
+        convs = "false" if get_target(options.target).backend == "cuda" else "true"
+        passes += [f"inferx-annotate-precision{{precision={dtype} convolutions={convs}}}",
+                   "inferx-apply-precision"]
     return "builtin.module(" + ",".join(passes) + ")"
 
 

@@ -71,3 +71,4 @@ func.func @matmul_memref_f32(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memr
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
   return
 }
+
