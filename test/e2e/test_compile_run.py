@@ -10,7 +10,7 @@ import pytest
 
 import inferx_compiler
 from helpers import onnxruntime_outputs, rel_l2, save
-from models import MODELS, random_inputs
+from e2e_models import MODELS, random_inputs
 from inferx_compiler.cli.compile import main as compile_main
 
 TOLERANCE = 1e-4

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 import inferx_compiler
 from helpers import save
 from inferx_compiler.errors import InputValidationError
-from models import mlp
+from e2e_models import mlp
 
 
 def _cli(*args):

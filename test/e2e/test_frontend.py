@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import inferx_compiler
 from helpers import onnxruntime_outputs, rel_l2, save
-from models import mlp, random_inputs, transformer_block
+from e2e_models import mlp, random_inputs, transformer_block
 
 
 def _compile_and_compare(model, tmp_path, feeds, tol=1e-4, **kw):

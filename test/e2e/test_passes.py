@@ -28,7 +28,8 @@ def test_options_are_typed_and_round_trip():
     p = elements[1].inferx_pass
     assert p.precision == "bf16" and p.min_flops == 1000
     assert format_pipeline(elements) == (
-        "builtin.module(canonicalize,inferx-annotate-precision{precision=bf16 min-flops=1000},cse)")
+        "builtin.module(canonicalize,inferx-annotate-precision{precision=bf16 min-flops=1000 "
+        "convolutions=true},cse)")
 
 
 @pytest.mark.parametrize("text,message", [

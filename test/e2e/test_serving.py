@@ -14,7 +14,7 @@ from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher, Priority
 from inferx_compiler.runtime.bench_inputs import random_feeds
 from inferx_compiler.runtime.scheduler import Lane, RoutingPolicy, Scheduler, lane_for_session
-from models import cnn
+from e2e_models import cnn
 
 
 @pytest.fixture(scope="module")

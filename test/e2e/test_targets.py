@@ -10,7 +10,7 @@ import pytest
 from helpers import save
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.targets import all_targets, get_target
-from models import cnn, mlp
+from e2e_models import cnn, mlp
 
 NON_HOST = [name for name in all_targets() if name != "cpu"]
 
