@@ -36,6 +36,8 @@ import zipfile
 
 import numpy as np
 
+from inferx_compiler.cli.common import python_entry
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
             for prec in INFERX_PRECISIONS:
                 sysname = f"inferx-{prec}"
                 ixa = os.path.join(tmp, f"{name}.{sysname}.ixa")
-                cmd = [sys.executable, "-m", "inferx_compiler.cli.compile", onnx_path, "--target", a.target,
+                cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", a.target,
                        "--precision", prec, "-o", ixa, "-q"]
                 cpu_run.log(f"{name}: {sysname} (inferx-compile --target {a.target} --precision {prec})")
                 wall, rss, rc = cpu_run.measured(cmd, logf)

@@ -45,6 +45,8 @@ import traceback
 
 import numpy as np
 
+from inferx_compiler.cli.common import python_entry
+
 LOADAVG_AT_START = os.getloadavg()
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -137,7 +139,7 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
     with open(logf_path, "w") as logf:
         if system.startswith("inferx-"):
             out = stem + ".ixa"
-            cmd = [sys.executable, "-m", "inferx_compiler.cli.compile", onnx_path, "--target", inferx_target,
+            cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", inferx_target,
                    "--precision", PRECISION[system], "-o", out, "-q"]
             wall, rss, rc = measured(cmd, logf)
             meta.update(compile_s=wall, peak_rss_mib=rss, files=[out], commands=[cmd])
