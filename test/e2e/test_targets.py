@@ -75,3 +75,12 @@ def test_vector_widths_are_data():
     assert get_target("x86-avx2").vector_width("f32") == 8
     assert get_target("orin-cpu").vector_width("f16") == 8
     assert get_target("ascend910b").vector_width("i16") == 256
+
+
+def test_cuda_fp16_keeps_convolutions_f32():
+    """IREE 3.13 miscompiles f16 convolutions for CUDA (ResNet-50 rel err 0.25 on an H200)."""
+    from inferx_compiler.driver import CompileOptions, graph_decision_pipeline
+
+    assert "convolutions=false" in graph_decision_pipeline(CompileOptions(target="h200", precision="fp16"))
+    assert "convolutions=true" in graph_decision_pipeline(CompileOptions(target="cpu", precision="fp16"))
+    assert graph_decision_pipeline(CompileOptions(target="a100")) == "builtin.module()"
