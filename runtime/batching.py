@@ -174,7 +174,7 @@ class BatchQueue:
         group = self._groups[key]
         oldest = group.oldest()
         delay = self.config.max_queue_delay_us * 1e-6
-        full = min(self.config.max_batch_size, max(self.config.preferred_batch_sizes, default=10**9))
+        full = self.full_rows()
         ready = group.rows >= full or now - oldest >= delay - 1e-9  # 1 ns slack for float clocks
         if not ready:
             wait = oldest + delay - now
@@ -182,6 +182,11 @@ class BatchQueue:
                 wait = min(wait, self._deadlines[0][0] - now)
             return None, max(0.0, wait)
         return self._take(key), 0.0
+
+    def full_rows(self) -> int:
+        """Rows at which a batch goes without waiting: max_batch_size, or the largest
+        preferred size when there are preferred sizes."""
+        return min(self.config.max_batch_size, max(self.config.preferred_batch_sizes, default=10**9))
 
     def _take(self, key: tuple) -> Batch:
         group = self._groups[key]
@@ -243,6 +248,7 @@ class DynamicBatcher:
         self.queue = BatchQueue(config, buckets)
         self.stats = BatcherStats()
         self._cond = threading.Condition()
+        self._exec_lock = threading.Lock()  # one batch executes at a time (worker or inline)
         self._closed = False
         self._thread = None
         if start:
@@ -250,29 +256,57 @@ class DynamicBatcher:
             self._thread.start()
 
     # -- submitting ---------------------------------------------------------------------
-    def submit(self, feeds: dict, *, priority: int = Priority.NORMAL,
-               timeout_s: Optional[float] = None) -> Future:
+    def _request(self, feeds: dict, priority: int, timeout_s: Optional[float]) -> PendingRequest:
         arrays = validate_feeds(feeds, self.inputs)
         rows = int(next(iter(arrays.values())).shape[0])
         if rows > self.config.max_batch_size:
             raise InputValidationError(
                 f"request has {rows} rows, more than max_batch_size={self.config.max_batch_size}")
-        future: Future = Future()
         timeout_s = timeout_s if timeout_s is not None else self.config.default_timeout_s
         now = self.clock.monotonic()
-        request = PendingRequest(arrays, rows, _shape_key(arrays), priority, now,
-                                 now + timeout_s if timeout_s is not None else None, future)
+        return PendingRequest(arrays, rows, _shape_key(arrays), priority, now,
+                              now + timeout_s if timeout_s is not None else None, Future())
+
+    def _enqueue(self, request: PendingRequest) -> None:
+        """Add to the queue and wake the worker; the caller holds self._cond."""
+        if self._closed:
+            raise InferXError("batcher is closed")
+        try:
+            self.queue.add(request)
+        except QueueFullError:
+            self.stats.rejected += 1
+            raise
+        self.stats.requests += 1
+        self._cond.notify()
+
+    def submit(self, feeds: dict, *, priority: int = Priority.NORMAL,
+               timeout_s: Optional[float] = None) -> Future:
+        request = self._request(feeds, priority, timeout_s)
         with self._cond:
-            if self._closed:
-                raise InferXError("batcher is closed")
+            self._enqueue(request)
+        return request.future
+
+    def run(self, feeds: dict, *, priority: int = Priority.NORMAL,
+            timeout_s: Optional[float] = None) -> dict:
+        """Submit and wait. When the queue is empty, nothing runs, and this request alone
+        would form a batch at once anyway (it fills the batch, or there is no queue delay),
+        it runs in the calling thread: the same decision, without two thread hand-offs."""
+        request = self._request(feeds, priority, timeout_s)
+        with self._cond:
+            alone_ready = len(self.queue) == 0 and (
+                request.rows >= self.queue.full_rows() or self.config.max_queue_delay_us == 0)
+            inline = alone_ready and not self._closed and self._exec_lock.acquire(blocking=False)
+            if inline:
+                self.stats.requests += 1
+            else:
+                self._enqueue(request)
+        if inline:
             try:
-                self.queue.add(request)
-            except QueueFullError:
-                self.stats.rejected += 1
-                raise
-            self.stats.requests += 1
-            self._cond.notify()
-        return future
+                request.future.set_running_or_notify_cancel()
+                self._execute(Batch([request], request.rows, self.queue.bucket_for(request.rows)))
+            finally:
+                self._exec_lock.release()
+        return request.future.result()
 
     async def submit_async(self, feeds: dict, **kw) -> dict:
         return await asyncio.wrap_future(self.submit(feeds, **kw))
@@ -283,7 +317,8 @@ class DynamicBatcher:
         with self._cond:
             batch = self._form(self.clock.monotonic())[0]
         if batch is not None:
-            self._execute(batch)
+            with self._exec_lock:
+                self._execute(batch)
         return batch
 
     def _form(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
@@ -312,7 +347,8 @@ class DynamicBatcher:
                     if wait == 0.0:
                         continue
                     self._cond.wait(timeout=wait)
-            self._execute(batch)
+            with self._exec_lock:
+                self._execute(batch)
 
     def _execute(self, batch: Batch) -> None:
         try:

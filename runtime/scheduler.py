@@ -77,6 +77,13 @@ class Scheduler:
         self.routed[lane.name] += 1
         return lane.batcher.submit(feeds, priority=priority, timeout_s=timeout_s)
 
+    def run(self, feeds: dict, *, priority: int = Priority.NORMAL, latency_sensitive: bool = False,
+            timeout_s: Optional[float] = None) -> dict:
+        """Route, then submit and wait (see DynamicBatcher.run)."""
+        lane = self.route(feeds, priority=priority, latency_sensitive=latency_sensitive)
+        self.routed[lane.name] += 1
+        return lane.batcher.run(feeds, priority=priority, timeout_s=timeout_s)
+
     def close(self) -> None:
         for lane in self.lanes:
             lane.batcher.close()

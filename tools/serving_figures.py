@@ -85,24 +85,25 @@ def overhead_us(trivial_artifact: str, device: str) -> dict:
 
     sess = inferx_compiler.load(trivial_artifact, device=device)
     feeds = {"x": np.ones((1, 4), np.float32)}
-    n = 2000
-
-    def per_call(fn):
-        for _ in range(200):
-            fn()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        return (time.perf_counter() - t0) / n * 1e6
-
-    direct = per_call(lambda: sess.run(feeds))
     batcher = DynamicBatcher(sess.run, sess.inputs, BatchingConfig(max_batch_size=1, max_queue_delay_us=0))
-    batched = per_call(lambda: batcher.submit(feeds).result())
-    batcher.close()
     noop = DynamicBatcher(lambda f: {"y": f["x"]}, sess.inputs, BatchingConfig(max_batch_size=1, max_queue_delay_us=0))
-    pure = per_call(lambda: noop.submit(feeds).result())
+    ways = {"direct": lambda: sess.run(feeds), "run": lambda: batcher.run(feeds),
+            "future": lambda: batcher.submit(feeds).result(), "noop": lambda: noop.submit(feeds).result()}
+    samples = {k: [] for k in ways}
+    for _ in range(200):  # warm-up
+        for fn in ways.values():
+            fn()
+    for _ in range(15):  # interleaved rounds: the same machine state for every way
+        for k, fn in ways.items():
+            t0 = time.perf_counter()
+            for _ in range(200):
+                fn()
+            samples[k].append((time.perf_counter() - t0) / 200 * 1e6)
+    batcher.close()
     noop.close()
+    direct, batched, via_future, pure = (float(np.median(samples[k])) for k in ("direct", "run", "future", "noop"))
     return {"direct_run_us": direct, "through_batcher_us": batched, "overhead_us": batched - direct,
+            "through_future_us": via_future, "future_overhead_us": via_future - direct,
             "batcher_alone_noop_model_us": pure}
 
 
@@ -152,8 +153,9 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
                      f"{fmt(mr['batching'])} / {fmt(mr['no_batching'])} | {r['p99_budget_ms']:.1f} |")
     lines.append("")
     lines.append(f"Batcher overhead per request (trivial model, {overhead['device']}): "
-                 f"{overhead['overhead_us']:.1f} µs (direct run {overhead['direct_run_us']:.1f} µs, through the "
-                 f"batcher {overhead['through_batcher_us']:.1f} µs; batcher alone with a no-op model "
+                 f"{overhead['overhead_us']:.1f} µs with run() (direct run {overhead['direct_run_us']:.1f} µs, through "
+                 f"the batcher {overhead['through_batcher_us']:.1f} µs); {overhead['future_overhead_us']:.1f} µs "
+                 f"with submit().result(); batcher alone with a no-op model "
                  f"{overhead['batcher_alone_noop_model_us']:.1f} µs round trip)")
     return "\n".join(lines)
 

@@ -88,7 +88,7 @@ class _Servers:
         self.devices = [s.device for s in sessions]
 
     def call(self, feeds):
-        return self.scheduler.submit(feeds).result()
+        return self.scheduler.run(feeds)
 
     def submit(self, feeds):
         return self.scheduler.submit(feeds)

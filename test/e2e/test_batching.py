@@ -195,3 +195,24 @@ def test_asyncio_submit():
     results = asyncio.run(main())
     b.close()
     assert [r["s"][0] for r in results] == [4.0 * i for i in range(20)]
+
+
+def test_run_inline_when_idle_and_ready():
+    """run() executes in the calling thread when the request alone would go at once."""
+    ran_in = []
+    b = DynamicBatcher(lambda f: ran_in.append(threading.get_ident()) or {"y": f["x"]}, SPECS,
+                       BatchingConfig(max_batch_size=1, max_queue_delay_us=0))
+    out = b.run(req(3))
+    b.close()
+    assert ran_in == [threading.get_ident()] and out["y"][0, 0] == 3.0
+    assert b.stats.requests == 1 and b.stats.batches == 1
+
+
+def test_run_waits_for_batching_when_it_should():
+    """With a queue delay and room in the batch, run() queues like submit(): no inline run."""
+    ran_in = []
+    b = DynamicBatcher(lambda f: ran_in.append(threading.get_ident()) or {"y": f["x"]}, SPECS,
+                       BatchingConfig(max_batch_size=8, max_queue_delay_us=200))
+    b.run(req(1))
+    b.close()
+    assert ran_in and ran_in[0] != threading.get_ident()
