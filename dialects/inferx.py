@@ -36,6 +36,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 
 PRECISION_ATTR = "inferx.precision"
+# On an entry function argument: the argument is a weight, served as the named parameter.
+PARAMETER_ATTR = "inferx.parameter"
 PRECISIONS = ("f32", "f16", "bf16", "i8")
 
 # storage name -> (bits, signed)

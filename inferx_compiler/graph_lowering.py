@@ -7,12 +7,12 @@ reported by ONNX node (name, op type, domain, opset) before anything else runs.
 from __future__ import annotations
 
 from .errors import ModelLoadError, PipelineError, UnsupportedOpsError
+from .dialects.inferx import PARAMETER_ATTR
 from .log import BuildLog
 from .onnx_frontend import PreparedModel
 from .passes.pipeline import run_pipeline
 
 ENTRY_FUNCTION = "main"
-PARAMETER_ARG_ATTR = "inferx.parameter"
 
 ONNX_TO_TORCH = "builtin.module(func.func(convert-torch-onnx-to-torch))"
 TORCH_TO_LINALG = ("builtin.module(torch-onnx-to-torch-backend-pipeline,"
@@ -155,7 +155,7 @@ def mark_parameter_args(module_op, parameter_keys: dict[int, str]) -> None:
         if "arg_attrs" in entry.attributes:
             attrs = list(ir.ArrayAttr(entry.attributes["arg_attrs"]))
         for index, key in parameter_keys.items():
-            attrs[index] = ir.DictAttr.get({PARAMETER_ARG_ATTR: ir.StringAttr.get(key)})
+            attrs[index] = ir.DictAttr.get({PARAMETER_ATTR: ir.StringAttr.get(key)})
         entry.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from inferx_compiler.dialects.inferx import PARAMETER_ATTR
+
 from .base import ModulePass, PassFailure
 
-PARAMETER_ARG_ATTR = "inferx.parameter"
 IMPL_PREFIX = "_inferx_impl_"
 
 
@@ -53,7 +54,7 @@ def _parameter_keys(func_op) -> list:
     keys = []
     for d in ir.ArrayAttr(func_op.attributes["arg_attrs"]):
         d = ir.DictAttr(d)
-        keys.append(ir.StringAttr(d[PARAMETER_ARG_ATTR]).value if PARAMETER_ARG_ATTR in d else None)
+        keys.append(ir.StringAttr(d[PARAMETER_ATTR]).value if PARAMETER_ATTR in d else None)
     return keys
 
 
