@@ -83,12 +83,10 @@ class _Compiler:
         return inv
 
     def _failure(self, stage: str, saved: bytes, extra: list[str]) -> PipelineError:
-        repro = save_reproducer(saved, "", stage)
-        path = repro.splitlines()[0].removeprefix("input IR saved to ")
-        cmd = "iree-compile " + " ".join(self.flags + extra) + f" {path} -o out.vmfb"
+        flags = " ".join(self.flags + extra)
+        repro = save_reproducer(saved, stage, lambda path: f"iree-compile {flags} {path} -o out.vmfb")
         detail = "\n".join(self.diagnostics[-12:]) or "(IREE printed no diagnostics)"
-        return PipelineError(f"IREE {stage} failed:\n{detail}",
-                             f"input IR saved to {path}\nreproduce with:\n  {cmd}")
+        return PipelineError(f"IREE {stage} failed:\n{detail}", repro)
 
 
 def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: str,

@@ -145,7 +145,8 @@ def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
     try:
         pm.run(module_op)
     except b.ir.MLIRError as err:
-        repro = save_reproducer(saved_input, format_pipeline(elements), stage) if save_repro else None
+        repro = (save_reproducer(saved_input, stage, inferx_opt_command(format_pipeline(elements)))
+                 if save_repro else None)
         failure = PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro)
         diags = getattr(err, "error_diagnostics", None) or []
         failure.first_location = diags[0].location if diags else None
@@ -167,16 +168,20 @@ def _format_mlir_error(err) -> str:
     return "\n".join(lines) if lines else str(err)
 
 
-def save_reproducer(module_bytes: bytes, pipeline_text: str, stage: str,
-                    extra_flags: str = "") -> str:
-    """Write the failing input IR to a fresh directory and return the reproduce hint."""
+def save_reproducer(module_bytes: bytes, stage: str, command) -> str:
+    """Write the failing input IR to a fresh directory (under $INFERX_REPRO_DIR, else the temp
+    dir) with a reproduce.sh; `command(path)` spells the command. Returns the hint to print."""
     base = os.environ.get("INFERX_REPRO_DIR") or tempfile.gettempdir()
     os.makedirs(base, exist_ok=True)
     repro_dir = tempfile.mkdtemp(prefix=f"inferx-repro-{stage.replace(' ', '-')}-", dir=base)
     path = os.path.join(repro_dir, "input.mlirbc")
     with open(path, "wb") as f:
         f.write(module_bytes)
-    cmd = f"inferx-opt {path} --pass-pipeline='{pipeline_text}'{extra_flags}"
+    cmd = command(path)
     with open(os.path.join(repro_dir, "reproduce.sh"), "w") as f:
         f.write("#!/bin/sh\n" + cmd + "\n")
     return f"input IR saved to {path}\nreproduce with:\n  {cmd}"
+
+
+def inferx_opt_command(pipeline_text: str):
+    return lambda path: f"inferx-opt {path} --pass-pipeline='{pipeline_text}'"
