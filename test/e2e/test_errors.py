@@ -149,3 +149,28 @@ def test_pipeline_failure_saves_reproducer(tmp_path, monkeypatch):
     assert argv[0] == "inferx-opt" and argv[1].startswith(str(tmp_path))
     proc = _cli("opt", *argv[1:])
     assert proc.returncode != 0 and "inferx.precision must be one of" in proc.stderr
+
+
+def test_iree_failure_prints_an_iree_compile_reproducer(tmp_path, monkeypatch):
+    """A failing IREE phase saves its input and prints an iree-compile command that fails the same
+    way. (Forcing f64 on a model whose MaxPool lowering adds f64 scalars fails in IREE 3.13.)"""
+    import re
+    import shlex
+    import shutil
+
+    monkeypatch.setenv("INFERX_REPRO_DIR", str(tmp_path))
+    g = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], name="pool", auto_pad="SAME_LOWER",
+                                            kernel_shape=[2, 2])], "pool",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 32, 32])])
+    path = save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "p.onnx")
+    proc = _cli("compile", path, "--target", "cpu", "-o", str(tmp_path / "p.ixa"),
+                "--iree-flag=--iree-input-demote-f64-to-f32=false")
+    assert proc.returncode != 0 and "IREE compile to executable-sources failed" in proc.stderr
+    command = re.search(r"reproduce with:\n  (iree-compile .*)", proc.stderr).group(1)
+    argv = shlex.split(command)
+    tool = shutil.which("iree-compile")
+    if tool is None:
+        pytest.skip("iree-compile not on PATH")
+    again = subprocess.run([tool] + argv[1:-2] + ["-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True)
+    assert again.returncode != 0 and "failed to legalize" in again.stderr
