@@ -183,11 +183,33 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
         text = iree_backend.compile_to_sources_text(bytecode, flags, input_pipeline=IREE_INPUT,
                                                     dispatch_pipeline=DISPATCH, log=log)
         return CompileResult(output=text)
-    result = iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
-                                         dispatch_pipeline=DISPATCH, log=log)
+    result, flags = _compile_with_fallback(bytecode, flags, log)
+    manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          weights=weights)
+
+
+DATA_TILING_ON = "--iree-opt-data-tiling=true"
+
+
+def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog):
+    """IREE with the target's flags; if IREE's data tiling fails on this model (IREE 3.13
+    rejects some bool-masked attention graphs in linalg.pack), build again without it."""
+    from . import iree_backend
+    from .errors import PipelineError
+
+    try:
+        return iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
+                                           dispatch_pipeline=DISPATCH, log=log), flags
+    except PipelineError as e:
+        if DATA_TILING_ON not in flags:
+            raise
+        log.warn(f"IREE failed with data tiling ({str(e).splitlines()[1][:160] if len(str(e).splitlines()) > 1 else e}); "
+                 f"building again without data tiling")
+        flags = [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"]
+        return iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
+                                           dispatch_pipeline=DISPATCH, log=log), flags
 
 
 def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,

@@ -73,6 +73,7 @@ class Target:
             flags.append("--iree-llvmcpu-debug-symbols=false")
             # Data tiling (packed, target-width matmul layouts; weights packed once at load) is
             # off by default in IREE 3.13 for llvm-cpu. On: BERT-base b1 540 -> 140 ms on 2 cores.
+            # (The driver builds again without it where IREE's data tiling fails.)
             flags.append("--iree-opt-data-tiling=true")
             return flags
         if self.backend == "cuda":
