@@ -44,22 +44,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
+from run import log, rel_l2  # noqa: E402  (the CPU harness's helpers; run.py travels with this file)
 
 TOL = {"fp32": 1e-4, "fp16": 2e-2}
 SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
            "inferx-fp32", "inferx-fp16"]
 
 
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def rel_l2(got, ref) -> float:
-    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
-    if got.shape != ref.shape:
-        return float("inf")
-    d = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
-    return float(d) if np.isfinite(d) else float("inf")
 
 
 def inferx_layout() -> str:

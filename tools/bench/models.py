@@ -80,7 +80,6 @@ class _G:
         return self.node("Mul", [m, "c_half"], f"{p}.gelu.half")
 
     def model(self, name, inputs, outputs):
-        import onnx
         from onnx import helper, numpy_helper
 
         graph = helper.make_graph(self.nodes, name, inputs, outputs,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import gc
-import hashlib
 import json
 import os
 import platform

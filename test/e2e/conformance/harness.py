@@ -61,7 +61,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
-from typing import Any, Optional
+from typing import Optional
 
 STATUSES = ("pass", "import-fail", "compile-fail", "run-fail", "wrong-result")
 FAIL_STATUSES = STATUSES[1:]
