@@ -1,212 +1,51 @@
-"""Dynamic batching: requests queue up; a batch goes when it is full or its oldest
-request has waited `max_queue_delay_us`; it is padded to a bucket, run once, and the
-results are sliced back to each request.
+"""Dynamic batching: requests queue up; a batch goes when it is full or its oldest request has
+waited `max_queue_delay_us`; it is padded to a bucket, run once, and the results are sliced
+back to each request.
 
-Vocabulary as in Triton's dynamic batcher and Ray Serve's `@serve.batch`:
-`max_batch_size`, `preferred_batch_sizes`, `max_queue_delay_us`. The decision logic
-(`BatchQueue`) is pure and reads time from a replaceable clock, so tests drive it with a
-fake clock and no sleeps; `DynamicBatcher` adds the worker thread and the futures.
+The decision logic lives in `batch_queue.BatchQueue` (pure, fake-clock testable). Here are
+the threads and futures around it, arranged so that per-request Python work stays small and
+never stalls the device:
+
+  * `submit()` checks a request against the model's inputs once per distinct shape signature
+    (later requests with the same signature skip the full check) and queues it;
+  * `pipeline_depth` batch threads (2 on GPUs, 1 on CPUs by default) each form a batch and gather its request
+    rows straight into their own set of the session's reused input buffers (`gather`); runs
+    are serialized on the device, so while one batch runs (the interpreter lock is released
+    then) the next is already formed and written, waiting for the device;
+  * a completion thread slices the outputs back and resolves the futures, so no batch thread
+    spends device time handing results out.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
-import heapq
-import itertools
+import queue
+import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional
 
 import numpy as np
 
 from inferx_compiler.errors import InferXError, InputValidationError
 from inferx_compiler.tensor_spec import TensorSpec
 
+from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClock, PendingRequest, Priority,
+                          QueueFullError, RequestTimeoutError)
 from .validation import validate_feeds
 
+__all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
+           "QueueFullError", "RequestTimeoutError"]
 
-class QueueFullError(InferXError):
-    """The batcher's queue holds `max_queue_size` requests already: rejected, retry later."""
+# gather(parts, rows, bucket, slot) -> outputs: parts[i] lists input i's arrays, one per request,
+# in batch order; the runner writes them (plus padding up to `bucket` rows) into input buffers of
+# its own for `slot` (one slot per batch thread: two slots are never written at once).
+GatherRunner = Callable[[list, int, int, int], dict]
 
-
-class RequestTimeoutError(InferXError, TimeoutError):
-    """The request waited in the queue past its timeout and was not run."""
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...
-
-
-class MonotonicClock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-
-class Priority:
-    HIGH = 0
-    NORMAL = 1
-    BACKGROUND = 2
-
-
-@dataclass(frozen=True)
-class BatchingConfig:
-    max_batch_size: int = 8
-    max_queue_delay_us: int = 2000
-    preferred_batch_sizes: tuple[int, ...] = ()
-    max_queue_size: int = 4096
-    default_timeout_s: Optional[float] = None
-
-    def __post_init__(self):
-        if self.max_batch_size < 1:
-            raise ValueError("max_batch_size must be >= 1")
-        if any(s < 1 or s > self.max_batch_size for s in self.preferred_batch_sizes):
-            raise ValueError(f"preferred_batch_sizes {self.preferred_batch_sizes} must lie in "
-                             f"[1, max_batch_size={self.max_batch_size}]")
-
-
-@dataclass
-class PendingRequest:
-    feeds: dict[str, np.ndarray]
-    rows: int
-    shape_key: tuple
-    priority: int
-    enqueued: float
-    deadline: Optional[float]
-    future: Future
-    seq: int = 0
-    state: int = 0
-
-    def sort_key(self) -> tuple:
-        return (self.priority, self.seq)
-
-
-@dataclass
-class Batch:
-    requests: list[PendingRequest]
-    rows: int
-    bucket: int
-
-    @property
-    def padding(self) -> int:
-        return self.bucket - self.rows
-
-
-class _Group:
-    """Requests of one non-batch shape: a priority heap, plus arrival order for the oldest."""
-
-    def __init__(self):
-        self.heap: list = []  # (priority, seq, request)
-        self.arrivals: deque = deque()  # requests in arrival order (lazily cleaned)
-        self.rows = 0
-
-    def oldest(self) -> float:
-        while self.arrivals and self.arrivals[0].state != _QUEUED:
-            self.arrivals.popleft()
-        return self.arrivals[0].enqueued
-
-    def head(self):
-        while self.heap and self.heap[0][2].state != _QUEUED:
-            heapq.heappop(self.heap)
-        return self.heap[0][2] if self.heap else None
-
-
-_QUEUED, _TAKEN, _DROPPED = 0, 1, 2
-
-
-class BatchQueue:
-    """Pending requests grouped by non-batch shape; decides when and what to batch.
-
-    Every operation is O(log n) in the queue length: expired and cancelled requests are
-    dropped lazily (a deadline heap, and a check when a request reaches a batch).
-    """
-
-    def __init__(self, config: BatchingConfig, buckets: tuple[int, ...] = ()):
-        self.config = config
-        self.buckets = tuple(sorted(set(buckets) | set(config.preferred_batch_sizes)))
-        self._groups: dict[tuple, _Group] = {}
-        self._deadlines: list = []  # (deadline, seq, request)
-        self._count = 0
-        self._seq = itertools.count()
-
-    def __len__(self) -> int:
-        return self._count
-
-    def add(self, request: PendingRequest) -> None:
-        if self._count >= self.config.max_queue_size:
-            raise QueueFullError(f"queue full ({self.config.max_queue_size} requests waiting)")
-        request.seq = next(self._seq)
-        request.state = _QUEUED
-        group = self._groups.setdefault(request.shape_key, _Group())
-        heapq.heappush(group.heap, (request.priority, request.seq, request))
-        group.arrivals.append(request)
-        group.rows += request.rows
-        if request.deadline is not None:
-            heapq.heappush(self._deadlines, (request.deadline, request.seq, request))
-        self._count += 1
-
-    def _drop(self, request: PendingRequest) -> None:
-        request.state = _DROPPED
-        group = self._groups[request.shape_key]
-        group.rows -= request.rows
-        self._count -= 1
-        if group.head() is None:
-            del self._groups[request.shape_key]
-
-    def expire(self, now: float) -> list[PendingRequest]:
-        """Remove requests past their deadline (returned, to be failed)."""
-        expired = []
-        while self._deadlines and self._deadlines[0][0] <= now:
-            request = heapq.heappop(self._deadlines)[2]
-            if request.state == _QUEUED:
-                self._drop(request)
-                expired.append(request)
-        return expired
-
-    def next_batch(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
-        """A batch ready to run now, or None and how long until one may be (None: idle)."""
-        if not self._groups:
-            return None, None
-        key = min(self._groups, key=lambda k: self._groups[k].head().sort_key())
-        group = self._groups[key]
-        oldest = group.oldest()
-        delay = self.config.max_queue_delay_us * 1e-6
-        full = self.full_rows()
-        ready = group.rows >= full or now - oldest >= delay - 1e-9  # 1 ns slack for float clocks
-        if not ready:
-            wait = oldest + delay - now
-            if self._deadlines:
-                wait = min(wait, self._deadlines[0][0] - now)
-            return None, max(0.0, wait)
-        return self._take(key), 0.0
-
-    def full_rows(self) -> int:
-        """Rows at which a batch goes without waiting: max_batch_size, or the largest
-        preferred size when there are preferred sizes."""
-        return min(self.config.max_batch_size, max(self.config.preferred_batch_sizes, default=10**9))
-
-    def _take(self, key: tuple) -> Batch:
-        group = self._groups[key]
-        taken, rows = [], 0
-        while (r := group.head()) is not None:
-            if taken and rows + r.rows > self.config.max_batch_size:
-                break
-            heapq.heappop(group.heap)
-            r.state = _TAKEN
-            taken.append(r)
-            rows += r.rows
-        group.rows -= rows
-        self._count -= len(taken)
-        if group.head() is None:
-            del self._groups[key]
-        return Batch(taken, rows, self.bucket_for(rows))
-
-    def bucket_for(self, rows: int) -> int:
-        i = bisect.bisect_left(self.buckets, rows)
-        return self.buckets[i] if i < len(self.buckets) else rows
+_MAX_SIGNATURES = 256  # distinct accepted shape signatures remembered per batcher
 
 
 @dataclass
@@ -218,7 +57,17 @@ class BatcherStats:
     failed_batches: int = 0
     rejected: int = 0
     timed_out: int = 0
-    batch_sizes: list = field(default_factory=list)
+    batch_histogram: Counter = field(default_factory=Counter)  # rows in a batch -> batches
+    exec_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))  # recent batch run times
+
+    def exec_ms(self, percentile: float = 50) -> float:
+        """A percentile of the recent batches' run times (gathering the rows and running them)."""
+        return float(np.percentile(self.exec_seconds, percentile)) * 1e3 if self.exec_seconds else float("nan")
+
+    @property
+    def batch_sizes(self) -> list[int]:
+        """The distinct batch sizes run so far."""
+        return sorted(self.batch_histogram)
 
     @property
     def mean_batch(self) -> float:
@@ -231,53 +80,97 @@ class BatcherStats:
 
 
 class DynamicBatcher:
-    """Thread-safe front of one session: `submit(feeds) -> Future`, `await submit_async(...)`.
+    """Thread-safe front of one model: `submit(feeds) -> Future`, `await submit_async(...)`,
+    `run(feeds)` (submit and wait).
 
-    `run_batch(feeds) -> outputs` runs one padded batch (normally `InferenceSession.run`).
-    With `start=False` nothing runs in the background: call `step()` (tests, fake clock).
+    `run_batch(feeds) -> outputs` runs one padded batch (e.g. `InferenceSession.run`); `gather`,
+    when given (see `for_session`), runs a batch from the request arrays directly, skipping the
+    intermediate concatenation. `default_pipeline_depth` applies when the config leaves
+    `pipeline_depth` unset. With `start=False` nothing runs in the background: call `step()`
+    (tests, fake clock).
     """
 
     def __init__(self, run_batch: Callable[[dict], dict], inputs: list[TensorSpec],
                  config: BatchingConfig = BatchingConfig(), *, buckets: tuple[int, ...] = (),
-                 clock: Clock = None, start: bool = True, name: str = "batcher"):
-        self._run_batch = run_batch
+                 clock: Clock = None, start: bool = True, name: str = "batcher",
+                 gather: Optional[GatherRunner] = None, default_pipeline_depth: int = 1):
         self.inputs = inputs
-        self.batch_dim = _batch_dim(inputs)
+        self._names = tuple(s.name for s in inputs)
+        _check_batch_dim(inputs)
+        self._gather = gather or _concatenating_runner(run_batch, self._names)
         self.config = config
+        self.pipeline_depth = config.pipeline_depth or default_pipeline_depth
         self.clock = clock or MonotonicClock()
         self.queue = BatchQueue(config, buckets)
         self.stats = BatcherStats()
+        self._signatures: dict[tuple, tuple] = {}  # accepted shape signature -> (rows, shape key)
         self._cond = threading.Condition()
-        self._exec_lock = threading.Lock()  # one batch executes at a time (worker or inline)
+        self._in_flight = 0  # batches taken from the queue and not yet run (under self._cond)
+        self._stats_lock = threading.Lock()
+        self._batch_threads: list[threading.Thread] = []
         self._closed = False
-        self._thread = None
+        self._threads: list[threading.Thread] = []
+        self._completions: queue.SimpleQueue = queue.SimpleQueue()
         if start:
-            self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-            self._thread.start()
+            _lower_switch_interval(config.switch_interval_us)
+            self._batch_threads = [threading.Thread(target=self._batch_loop, args=(slot,), daemon=True,
+                                                    name=f"{name}-batch{slot}")
+                                   for slot in range(self.pipeline_depth)]
+            self._threads = self._batch_threads + [
+                threading.Thread(target=self._completion_loop, name=f"{name}-complete", daemon=True)]
+            for t in self._threads:
+                t.start()
+
+    @classmethod
+    def for_session(cls, session, config: BatchingConfig = BatchingConfig(), **kw) -> "DynamicBatcher":
+        """A batcher over a loaded `InferenceSession` that gathers rows into its input buffers
+        (pipelined two batches deep on GPUs unless the config says otherwise)."""
+        depth = 2 if session.device_spec.kind == "cuda" else 1
+        return cls(session.run, session.inputs, config, gather=session.run_gathered,
+                   default_pipeline_depth=depth, **kw)
 
     # -- submitting ---------------------------------------------------------------------
     def _request(self, feeds: dict, priority: int, timeout_s: Optional[float]) -> PendingRequest:
+        arrays, rows, shape_key = self._check(feeds)
+        timeout_s = timeout_s if timeout_s is not None else self.config.default_timeout_s
+        now = self.clock.monotonic()
+        return PendingRequest(arrays, rows, shape_key, priority, now,
+                              now + timeout_s if timeout_s is not None else None, Future())
+
+    def _check(self, feeds: dict) -> tuple[dict, int, tuple]:
+        """Feeds as contiguous arrays keyed by input name, their rows, and their shape key.
+        A signature (names, shapes, dtypes) that passed the full check once is trusted after."""
+        try:
+            signature = tuple((k, v.shape, v.dtype, v.flags.c_contiguous) for k, v in feeds.items())
+        except AttributeError:  # not a dict of numpy arrays: the full check converts or says why
+            signature = None
+        known = self._signatures.get(signature) if signature is not None else None
+        if known is not None:
+            return dict(feeds), known[0], known[1]  # a copy: the caller may reuse its dict
         arrays = validate_feeds(feeds, self.inputs)
-        rows = int(next(iter(arrays.values())).shape[0])
+        first = next(iter(arrays.values()))
+        rows = int(first.shape[0])
         if rows > self.config.max_batch_size:
             raise InputValidationError(
                 f"request has {rows} rows, more than max_batch_size={self.config.max_batch_size}")
-        timeout_s = timeout_s if timeout_s is not None else self.config.default_timeout_s
-        now = self.clock.monotonic()
-        return PendingRequest(arrays, rows, _shape_key(arrays), priority, now,
-                              now + timeout_s if timeout_s is not None else None, Future())
+        shape_key = tuple((a.shape[1:], a.dtype.str) for a in arrays.values())
+        if signature is not None and len(self._signatures) < _MAX_SIGNATURES and \
+                all(a is feeds[k] for k, a in arrays.items()) and tuple(feeds) == self._names:
+            self._signatures[signature] = (rows, shape_key)
+        return arrays, rows, shape_key
 
     def _enqueue(self, request: PendingRequest) -> None:
-        """Add to the queue and wake the worker; the caller holds self._cond."""
+        """Add to the queue and wake the batch thread; the caller holds self._cond."""
         if self._closed:
             raise InferXError("batcher is closed")
         try:
-            self.queue.add(request)
+            wake = self.queue.add(request)
         except QueueFullError:
             self.stats.rejected += 1
             raise
         self.stats.requests += 1
-        self._cond.notify()
+        if wake:  # otherwise the batch thread is busy, or its timed wait already covers this
+            self._cond.notify()
 
     def submit(self, feeds: dict, *, priority: int = Priority.NORMAL,
                timeout_s: Optional[float] = None) -> Future:
@@ -295,17 +188,16 @@ class DynamicBatcher:
         with self._cond:
             alone_ready = len(self.queue) == 0 and (
                 request.rows >= self.queue.full_rows() or self.config.max_queue_delay_us == 0)
-            inline = alone_ready and not self._closed and self._exec_lock.acquire(blocking=False)
+            inline = alone_ready and not self._closed and self._in_flight == 0
             if inline:
                 self.stats.requests += 1
+                self._in_flight += 1
             else:
                 self._enqueue(request)
         if inline:
-            try:
-                request.future.set_running_or_notify_cancel()
-                self._execute(Batch([request], request.rows, self.queue.bucket_for(request.rows)))
-            finally:
-                self._exec_lock.release()
+            request.future.set_running_or_notify_cancel()
+            batch = Batch([request], request.rows, self.queue.bucket_for(request.rows))
+            self._finish(batch, self._run(batch, slot=self.pipeline_depth))
         return request.future.result()
 
     async def submit_async(self, feeds: dict, **kw) -> dict:
@@ -313,100 +205,150 @@ class DynamicBatcher:
 
     # -- running ------------------------------------------------------------------------
     def step(self) -> Optional[Batch]:
-        """Form and run at most one batch at the clock's current time (no waiting)."""
+        """Form, run and resolve at most one batch at the clock's current time (no waiting)."""
         with self._cond:
             batch = self._form(self.clock.monotonic())[0]
+            if batch is not None:
+                self._in_flight += 1
         if batch is not None:
-            with self._exec_lock:
-                self._execute(batch)
+            self._finish(batch, self._run(batch, slot=0))
         return batch
 
     def _form(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
+        """Expire timed-out requests, then take the next batch if one is ready (under self._cond)."""
         for r in self.queue.expire(now):
             self.stats.timed_out += 1
             r.future.set_exception(RequestTimeoutError(
                 f"request waited {now - r.enqueued:.3f}s in the queue, past its timeout"))
-        batch, wait = self.queue.next_batch(now)
+        batch, wait = self.queue.next_batch(now, device_busy=self._in_flight > 0)
         if batch is not None:
-            batch.requests = [r for r in batch.requests if r.future.set_running_or_notify_cancel()]
-            batch.rows = sum(r.rows for r in batch.requests)
-            if not batch.requests:
-                return None, 0.0
-            batch.bucket = self.queue.bucket_for(batch.rows)
+            live = [r for r in batch.requests if r.future.set_running_or_notify_cancel()]
+            if len(live) != len(batch.requests):  # some were cancelled while queued
+                if not live:
+                    return None, 0.0
+                batch = Batch(live, sum(r.rows for r in live), 0)
+                batch.bucket = self.queue.bucket_for(batch.rows)
         return batch, wait
 
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while True:
-                    if self._closed and len(self.queue) == 0:
-                        return
-                    batch, wait = self._form(self.clock.monotonic())
-                    if batch is not None:
-                        break
-                    if wait == 0.0:
-                        continue
-                    self._cond.wait(timeout=wait)
-            with self._exec_lock:
-                self._execute(batch)
-
-    def _execute(self, batch: Batch) -> None:
+    def _batch_loop(self, slot: int) -> None:
         try:
-            feeds = _assemble(batch, self.inputs)
-            outputs = self._run_batch(feeds)
-            results = _split(outputs, batch)
-        except BaseException as e:  # the batch fails as a whole: every request of it, only those
-            self.stats.failed_batches += 1
-            for r in batch.requests:
-                r.future.set_exception(e)
-            return
-        self.stats.batches += 1
-        self.stats.rows += batch.rows
-        self.stats.padded_rows += batch.padding
-        self.stats.batch_sizes.append(batch.rows)
-        for r, result in zip(batch.requests, results):
-            r.future.set_result(result)
+            while True:
+                with self._cond:
+                    batch = self._wait_for_batch()
+                    if batch is None:
+                        return
+                    self._in_flight += 1
+                outcome = self._run(batch, slot)
+                with self._cond:
+                    self._in_flight -= 1
+                    self._cond.notify()  # the device is free: a partial batch may go now
+                self._completions.put((batch, outcome))
+        finally:
+            self._completions.put(slot)  # this batch thread is done
+
+    def _finish(self, batch: Batch, outcome) -> None:
+        """Resolve a batch run outside the batch threads (inline run(), step())."""
+        with self._cond:
+            self._in_flight -= 1
+        _resolve(batch, outcome)
+
+    def _wait_for_batch(self) -> Optional[Batch]:
+        """The next batch to run, waiting as the queue says; None once closed and drained.
+        The caller holds self._cond."""
+        while True:
+            if self._closed and len(self.queue) == 0:
+                return None
+            batch, wait = self._form(self.clock.monotonic())
+            if batch is not None:
+                return batch
+            if wait != 0.0:
+                self._cond.wait(timeout=wait)  # None: until a submit, a finished batch or close
+
+    def _completion_loop(self) -> None:
+        running = len(self._batch_threads)
+        while running:
+            item = self._completions.get()
+            if isinstance(item, int):  # a batch thread ended
+                running -= 1
+            else:
+                _resolve(*item)
+
+    def _run(self, batch: Batch, slot: int):
+        """Run one batch from input-buffer slot `slot`; returns its outputs, or the exception
+        it raised (the batch fails as a whole: every request of it, and only those)."""
+        parts = [[r.feeds[name] for r in batch.requests] for name in self._names]
+        started = time.perf_counter()
+        try:
+            outputs = self._gather(parts, batch.rows, batch.bucket, slot)
+            _check_splittable(outputs, batch.bucket)
+        except BaseException as e:
+            with self._stats_lock:
+                self.stats.failed_batches += 1
+            return e
+        elapsed = time.perf_counter() - started
+        with self._stats_lock:
+            self.stats.exec_seconds.append(elapsed)
+            self.stats.batches += 1
+            self.stats.rows += batch.rows
+            self.stats.padded_rows += batch.padding
+            self.stats.batch_histogram[batch.rows] += 1
+        return outputs
 
     def close(self, wait: bool = True) -> None:
+        """Stop taking requests; queued ones still run. With wait, return once all are resolved."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        if wait and self._thread is not None:
-            self._thread.join()
+        if wait:
+            for t in self._threads:
+                t.join()
 
 
-def _batch_dim(inputs: list[TensorSpec]) -> str:
+def _resolve(batch: Batch, outcome) -> None:
+    """Hand each request its rows of the outputs (or the batch's exception)."""
+    if isinstance(outcome, BaseException):
+        for r in batch.requests:
+            r.future.set_exception(outcome)
+        return
+    start = 0
+    for r in batch.requests:
+        stop = start + r.rows
+        r.future.set_result({name: arr[start:stop].copy() for name, arr in outcome.items()})
+        start = stop
+
+
+def _check_splittable(outputs: dict, bucket: int) -> None:
+    for name, arr in outputs.items():
+        if arr.ndim == 0 or arr.shape[0] != bucket:
+            raise InferXError(f"output '{name}' has leading dim {arr.shape[:1]}, expected the batch "
+                              f"size {bucket}: this model's outputs cannot be split per request")
+
+
+def _concatenating_runner(run_batch: Callable[[dict], dict], names: tuple[str, ...]) -> GatherRunner:
+    """gather() for a plain `run_batch(feeds)`: concatenate along the batch dim and pad to the
+    bucket by repeating the last row."""
+
+    def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
+        feeds = {}
+        for name, arrays in zip(names, parts):
+            if bucket > rows:
+                arrays = arrays + [np.repeat(arrays[-1][-1:], bucket - rows, axis=0)]
+            feeds[name] = np.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]
+        return run_batch(feeds)
+
+    return run
+
+
+def _check_batch_dim(inputs: list[TensorSpec]) -> None:
     names = {s.shape[0] for s in inputs if s.shape}
     if len(names) != 1 or not isinstance(next(iter(names)), str):
         raise InputValidationError(
             "dynamic batching needs every input to lead with the same dynamic dim (e.g. 'batch'); "
             f"this model's inputs lead with {sorted(map(str, names))}")
-    return next(iter(names))
 
 
-def _shape_key(arrays: dict) -> tuple:
-    return tuple((a.shape[1:], a.dtype.str) for a in arrays.values())
-
-
-def _assemble(batch: Batch, inputs: list[TensorSpec]) -> dict[str, np.ndarray]:
-    """Concatenate along the batch dim; pad to the bucket by repeating the last row."""
-    feeds = {}
-    for spec in inputs:
-        parts = [r.feeds[spec.name] for r in batch.requests]
-        if batch.padding:
-            last = parts[-1][-1:]
-            parts.append(np.repeat(last, batch.padding, axis=0))
-        feeds[spec.name] = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
-    return feeds
-
-
-def _split(outputs: dict[str, np.ndarray], batch: Batch) -> list[dict]:
-    for name, arr in outputs.items():
-        if arr.ndim == 0 or arr.shape[0] != batch.bucket:
-            raise InferXError(f"output '{name}' has leading dim {arr.shape[:1]}, expected the batch "
-                              f"size {batch.bucket}: this model's outputs cannot be split per request")
-    results, start = [], 0
-    for r in batch.requests:
-        results.append({name: arr[start:start + r.rows].copy() for name, arr in outputs.items()})
-        start += r.rows
-    return results
+def _lower_switch_interval(interval_us: Optional[int]) -> None:
+    """Shorten how long one Python thread may hold the interpreter lock while others wait
+    (process-wide; only ever lowered)."""
+    if interval_us is not None and interval_us * 1e-6 < sys.getswitchinterval():
+        sys.setswitchinterval(interval_us * 1e-6)

@@ -33,28 +33,37 @@ class StagingBuffers:
         return len(self._entries)
 
     def stage(self, arrays: list[np.ndarray]) -> list:
-        key = tuple((a.shape, a.dtype.str) for a in arrays)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._entries[key] = self._allocate(arrays)
+        """Copy `arrays` into their buffers; returns the buffer views to hand to the module."""
+        entry = self.entry([(a.shape, a.dtype) for a in arrays])
         for view, a in zip(entry.host_views, arrays):
             np.copyto(view, a)
         return entry.buffer_views
 
-    def _allocate(self, arrays: list[np.ndarray]) -> _Staged:
+    def entry(self, signature: list[tuple], slot: int = 0) -> _Staged:
+        """The buffers for inputs of these (shape, dtype)s in `slot` (separate buffers for
+        callers that fill them concurrently), allocated on first use."""
+        key = (slot,) + tuple((tuple(shape), np.dtype(dtype).str) for shape, dtype in signature)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                entry = self._entries[key] = self._allocate(signature)
+        return entry
+
+    def _allocate(self, signature: list[tuple]) -> _Staged:
         import iree.runtime as rt
         from iree.runtime.array_interop import map_dtype_to_element_type
 
         memory = int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE)
         usage = int(rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING)
         host_views, buffer_views, mappings = [], [], []
-        for a in arrays:
+        for shape, dtype in signature:
+            shape, dtype = list(shape), np.dtype(dtype)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
             buf = self._device.allocator.allocate_buffer(
-                memory_type=memory, allowed_usage=usage, allocation_size=max(a.nbytes, 1))
+                memory_type=memory, allowed_usage=usage, allocation_size=max(nbytes, 1))
             self.allocations += 1
             mapping = buf.map()
-            host_views.append(mapping.asarray(list(a.shape), a.dtype))
-            buffer_views.append(rt.HalBufferView(buf, list(a.shape), map_dtype_to_element_type(a.dtype)))
+            host_views.append(mapping.asarray(shape, dtype))
+            buffer_views.append(rt.HalBufferView(buf, shape, map_dtype_to_element_type(dtype)))
             mappings.append(mapping)
         return _Staged(host_views, buffer_views, mappings)

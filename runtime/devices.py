@@ -63,22 +63,44 @@ def hal_device(spec: DeviceSpec):
     return driver.create_device(infos[spec.index]["device_id"])
 
 
-_CPU_FLAGS_DONE = False
+_cpu_executor: dict = {}  # the flags IREE's CPU executor was created with (process-wide)
+
+
+def configure_cpu(workers: int | None = None) -> None:
+    """Set how many worker threads IREE's CPU executor runs (default: one per core). Must be
+    called before the first CPU session is loaded: the executor is created once per process.
+    On a small machine, serving under load runs best with a core left to the front end's
+    Python threads (the workers then never wait at a barrier for a descheduled peer)."""
+    flags = _cpu_flags(workers)
+    if _cpu_executor and _cpu_executor["flags"] != flags:
+        raise DeviceError(f"the CPU executor already runs with {' '.join(_cpu_executor['flags'])}; "
+                          f"configure_cpu() must come before the first CPU session is loaded")
+    _cpu_executor["pending"] = flags
+
+
+def _cpu_flags(workers: int | None) -> list[str]:
+    import os
+
+    flags = os.environ.get("INFERX_CPU_TASK_FLAGS", "--task_worker_spin_us=0").split()
+    workers = workers or int(os.environ.get("INFERX_CPU_WORKERS", "0") or 0)
+    if workers < 0:
+        raise DeviceError(f"CPU workers must be >= 1, got {workers}")
+    if workers:
+        flags.append(f"--task_topology_max_group_count={workers}")
+    return flags
 
 
 def _configure_cpu_executor(rt) -> None:
     """IREE's CPU workers spin before sleeping; next to the batcher's Python threads on a
     small machine that spinning steals the cores and stretches tail latency (p99 60 ms
-    -> 12 ms on 2 cores at 600 req/s with it off). INFERX_CPU_TASK_FLAGS overrides."""
-    global _CPU_FLAGS_DONE
-    if _CPU_FLAGS_DONE:
+    -> 12 ms on 2 cores at 600 req/s with it off). INFERX_CPU_TASK_FLAGS overrides;
+    INFERX_CPU_WORKERS or configure_cpu() set the worker count."""
+    if "flags" in _cpu_executor:
         return
-    import os
-
-    flags = os.environ.get("INFERX_CPU_TASK_FLAGS", "--task_worker_spin_us=0").split()
+    flags = _cpu_executor.pop("pending", None) or _cpu_flags(None)
     if flags:
         rt.flags.parse_flags(*flags)
-    _CPU_FLAGS_DONE = True
+    _cpu_executor["flags"] = flags
 
 
 _thread_state = __import__("threading").local()

@@ -66,6 +66,8 @@ class Scheduler:
         self.routed: dict[str, int] = {lane.name: 0 for lane in self.lanes}
 
     def route(self, feeds: dict, *, priority: int = Priority.NORMAL, latency_sensitive: bool = False) -> Lane:
+        if len(self.lanes) == 1:
+            return self.lanes[0]
         arrays = [np.asarray(a) for a in feeds.values()]
         rows = int(arrays[0].shape[0]) if arrays and arrays[0].ndim else 1
         max_dim = max((d for a in arrays for d in a.shape[1:]), default=0)
@@ -103,8 +105,7 @@ def lane_for_session(session, config: BatchingConfig, *, name: Optional[str] = N
     from .bench_inputs import random_feeds
 
     buckets = tuple(b["size"] for b in session.artifact.manifest.batch_buckets or [])
-    batcher = DynamicBatcher(session.run, session.inputs, config, buckets=buckets,
-                             name=name or session.device)
+    batcher = DynamicBatcher.for_session(session, config, buckets=buckets, name=name or session.device)
     if speed is None:
         speed = measure_speed(session.run, random_feeds(session.inputs, config.max_batch_size))
     return Lane(name or session.device, batcher, speed, latency_target_ms)

@@ -39,7 +39,7 @@ class InferenceSession:
             raise ArtifactError(f"{path}: module has no function '{m.entry_function}'")
         self._invoker = rt.FunctionInvoker(self._context, self._device, fn)
         self._staging = StagingBuffers(self._device)
-        self._lock = threading.Lock()  # one invocation at a time: staging buffers are shared
+        self._lock = threading.Lock()  # one invocation at a time; run()'s staging buffers are shared
 
     def _parameters_module(self, rt):
         m = self.artifact.manifest
@@ -72,8 +72,25 @@ class InferenceSession:
         bind_thread_to_device(self.device_spec)
         with self._lock:
             results = self._invoker(*self._stage(list(arrays.values())))
-            outputs = self._collect(results)
-        return outputs
+        return self._collect(results)
+
+    def run_gathered(self, parts: list[list[np.ndarray]], rows: int, bucket: int,
+                     slot: int = 0) -> dict[str, np.ndarray]:
+        """Run one batch made of several requests: `parts[i]` lists input i's arrays (already
+        validated, same non-batch shape) in batch order, `rows` rows in all. They are written
+        straight into reused input buffers of this bucket and `slot`, padded to `bucket` rows by
+        repeating the last row (no intermediate concatenation). Different slots are written
+        concurrently (one writer per slot); runs on the device are serialized."""
+        if any(s.dtype == "bool" for s in self.inputs):
+            return self.run({s.name: _concat_padded(p, rows, bucket) for s, p in zip(self.inputs, parts)})
+        signature = [((bucket,) + p[0].shape[1:], p[0].dtype) for p in parts]
+        bind_thread_to_device(self.device_spec)
+        entry = self._staging.entry(signature, slot=slot + 1)  # slot 0 is run()'s
+        for view, arrays in zip(entry.host_views, parts):
+            _write_rows(view, arrays, rows)
+        with self._lock:
+            results = self._invoker(*entry.buffer_views)
+        return self._collect(results)
 
     def _stage(self, arrays: list[np.ndarray]) -> list:
         if any(a.dtype == np.bool_ for a in arrays):
@@ -86,6 +103,22 @@ class InferenceSession:
         if len(results) != len(self.outputs):
             raise ArtifactError(f"module returned {len(results)} results, manifest lists {len(self.outputs)}")
         return {spec.name: _to_numpy(r, spec) for spec, r in zip(self.outputs, results)}
+
+
+def _write_rows(view: np.ndarray, arrays: list[np.ndarray], rows: int) -> None:
+    """Fill `view` (bucket rows) with the arrays' rows, then repeat the last row to the end."""
+    if len(arrays) == 1:
+        np.copyto(view[:rows], arrays[0])
+    else:
+        np.concatenate(arrays, axis=0, out=view[:rows])
+    if rows < view.shape[0]:
+        view[rows:] = view[rows - 1]
+
+
+def _concat_padded(arrays: list[np.ndarray], rows: int, bucket: int) -> np.ndarray:
+    out = np.empty((bucket,) + arrays[0].shape[1:], arrays[0].dtype)
+    _write_rows(out, arrays, rows)
+    return out
 
 
 def _to_numpy(result, spec: TensorSpec) -> np.ndarray:

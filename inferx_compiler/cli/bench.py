@@ -16,6 +16,7 @@ import json
 import sys
 import threading
 import time
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -33,11 +34,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=5.0, help="seconds of load (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of load not measured")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")
+    p.add_argument("--client-threads", action="store_true",
+                   help="closed loop with one thread per client instead of completion callbacks")
     p.add_argument("--rows", type=int, default=1, help="batch rows per request (default 1)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                    help="size for a dynamic non-batch dim (default 1)")
     p.add_argument("--max-batch-size", type=int, default=None)
     p.add_argument("--max-queue-delay-us", type=int, default=None)
+    p.add_argument("--pipeline-depth", type=int, default=None,
+                   help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
+    p.add_argument("--cpu-workers", type=int, default=None,
+                   help="IREE CPU worker threads (default one per core; on a small machine, one core "
+                        "fewer leaves room for the serving threads)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--debug", action="store_true")
     return p
@@ -57,10 +65,12 @@ def _work(args) -> int:
     if args.rate is not None:
         result = _open_loop(servers, feeds, args.rate, args.duration, args.warmup)
     else:
-        result = _closed_loop(servers, feeds, args.concurrency or 8, args.duration, args.warmup)
+        loop = _closed_loop_threads if args.client_threads else _closed_loop
+        result = loop(servers, feeds, args.concurrency or 8, args.duration, args.warmup)
     result.update(servers.stats())
     result.update({"artifact": args.artifact, "devices": servers.devices, "batching": not args.no_batching,
-                   "rows_per_request": args.rows})
+                   "rows_per_request": args.rows, "max_batch_size": servers.config.max_batch_size,
+                   "max_queue_delay_us": servers.config.max_queue_delay_us})
     servers.close()
     if args.json:
         print(json.dumps(result, sort_keys=True))
@@ -81,8 +91,9 @@ def _parse_dim(text: str) -> tuple[str, int]:
 class _Servers:
     """Batcher lanes under one scheduler (no batching = lanes with max_batch_size 1)."""
 
-    def __init__(self, sessions, scheduler):
+    def __init__(self, sessions, scheduler, config):
         self.sessions = sessions
+        self.config = config
         self.scheduler = scheduler
         self.inputs = sessions[0].inputs
         self.devices = [s.device for s in sessions]
@@ -97,7 +108,10 @@ class _Servers:
         rows = sum(l.batcher.stats.rows for l in self.scheduler.lanes)
         batches = sum(l.batcher.stats.batches for l in self.scheduler.lanes)
         padded = sum(l.batcher.stats.padded_rows for l in self.scheduler.lanes)
+        exec_ms = {q: [l.batcher.stats.exec_ms(q) for l in self.scheduler.lanes] for q in (50, 99)}
         return {"mean_batch": rows / batches if batches else 0.0,
+                "median_batch_exec_ms": float(np.nanmedian(exec_ms[50])) if batches else float("nan"),
+                "p99_batch_exec_ms": float(np.nanmax(exec_ms[99])) if batches else float("nan"),
                 "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
                 "routed": dict(self.scheduler.routed)}
 
@@ -111,6 +125,10 @@ def _servers(args) -> _Servers:
     from inferx_compiler.runtime.scheduler import Scheduler, lane_for_session
     from inferx_compiler.runtime.session import load
 
+    if args.cpu_workers is not None:
+        from inferx_compiler.runtime.devices import configure_cpu
+
+        configure_cpu(args.cpu_workers)
     devices = args.device or [None]
     sessions = [load(args.artifact, device=d) for d in devices]
     buckets = serving_buckets(sessions[0])
@@ -125,85 +143,117 @@ def _servers(args) -> _Servers:
                                                    if s <= args.max_batch_size)
     if args.max_queue_delay_us is not None and not args.no_batching:
         overrides["max_queue_delay_us"] = args.max_queue_delay_us
+    if args.pipeline_depth is not None:
+        overrides["pipeline_depth"] = args.pipeline_depth
     if overrides:
         config = BatchingConfig(**{**config.__dict__, **overrides})
     lanes = [lane_for_session(s, config, name=f"{s.device}#{i}") for i, s in enumerate(sessions)]
-    return _Servers(sessions, Scheduler(lanes))
+    return _Servers(sessions, Scheduler(lanes), config)
+
+
+class _Recorder:
+    """Latencies of requests sent inside the measured window; thread-safe appends."""
+
+    def __init__(self, measure_from: float, stop_at: float):
+        self.measure_from, self.stop_at = measure_from, stop_at
+        self.latencies: list[float] = []
+        self.errors = 0
+
+    def done(self, future, sent: float) -> None:
+        finished = time.perf_counter()
+        if future.exception() is not None:
+            self.errors += 1
+        elif self.measure_from <= sent < self.stop_at:
+            self.latencies.append((finished - sent) * 1e3)
 
 
 def _closed_loop(servers: _Servers, feeds: dict, concurrency: int, duration: float, warmup: float) -> dict:
+    """N clients, each sending its next request as soon as its last one returns. A client is a
+    completion callback (event-driven, like wrk's connections), so the load generator costs
+    one submit and one callback per request, not a thread wake-up."""
     start = time.perf_counter()
-    measure_from, stop_at = start + warmup, start + warmup + duration
-    latencies: list[list[float]] = [[] for _ in range(concurrency)]
-    errors = [0]
+    rec = _Recorder(start + warmup, start + warmup + duration)
+    finished = threading.Semaphore(0)
 
-    def client(i):
+    def send():
         while True:
-            t0 = time.perf_counter()
-            if t0 >= stop_at:
+            sent = time.perf_counter()
+            if sent >= rec.stop_at:
+                finished.release()
                 return
             try:
-                servers.call(feeds)
+                future = servers.submit(feeds)
             except Exception:
-                errors[0] += 1
+                rec.errors += 1
                 continue
-            t1 = time.perf_counter()
-            if t0 >= measure_from:
-                latencies[i].append((t1 - t0) * 1e3)
+            if not future.done():
+                future.add_done_callback(lambda f, sent=sent: (rec.done(f, sent), send()))
+                return
+            rec.done(future, sent)  # already resolved: loop instead of recursing
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
+    for _ in range(concurrency):
+        send()
+    for _ in range(concurrency):
+        finished.acquire()
+    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "callbacks"})
+
+
+def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, duration: float,
+                         warmup: float) -> dict:
+    """N client threads, each calling and waiting (`--client-threads`)."""
+    start = time.perf_counter()
+    rec = _Recorder(start + warmup, start + warmup + duration)
+
+    def client():
+        while (sent := time.perf_counter()) < rec.stop_at:
+            future = Future()
+            try:
+                future.set_result(servers.call(feeds))
+            except Exception as e:
+                future.set_exception(e)
+            rec.done(future, sent)
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    all_lat = [x for part in latencies for x in part]
-    return _summary(all_lat, duration, errors[0], {"mode": "closed", "concurrency": concurrency})
+    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "threads"})
 
 
 def _open_loop(servers: _Servers, feeds: dict, rate: float, duration: float, warmup: float) -> dict:
+    """Requests sent on a fixed schedule, whatever the server does; each latency counts from
+    the request's scheduled send time (late sends are the server's delay, not hidden)."""
     interval = 1.0 / rate
     start = time.perf_counter()
-    measure_from, stop_at = start + warmup, start + warmup + duration
-    latencies, errors, pending = [], [0], []
-    lock = threading.Lock()
-    n = 0
-    while True:
-        due = start + n * interval
+    rec = _Recorder(start + warmup, start + warmup + duration)
+    pending, n = [], 0
+    while (due := start + n * interval) < rec.stop_at:
         now = time.perf_counter()
-        if due >= stop_at:
-            break
         if due > now:
             time.sleep(due - now)
-        t0 = time.perf_counter()
-        try:
-            future = servers.submit(feeds)
-        except Exception:
-            errors[0] += 1
-            n += 1
             continue
-
-        def done(f, t0=t0):
-            t1 = time.perf_counter()
-            with lock:
-                if f.exception() is not None:
-                    errors[0] += 1
-                elif t0 >= measure_from:
-                    latencies.append((t1 - t0) * 1e3)
-
-        future.add_done_callback(done)
-        pending.append(future)
-        n += 1
+        while due <= now and due < rec.stop_at:  # everything due by now, in one burst
+            try:
+                future = servers.submit(feeds)
+                future.add_done_callback(lambda f, sent=due: rec.done(f, sent))
+                pending.append(future)
+            except Exception:
+                rec.errors += 1
+            n += 1
+            due = start + n * interval
     for f in pending:
         try:
             f.result(timeout=60)
         except Exception:
             pass
-    return _summary(latencies, duration, errors[0], {"mode": "open", "rate_rps": rate})
+    return _summary(rec, duration, {"mode": "open", "rate_rps": rate})
 
 
-def _summary(latencies: list[float], duration: float, errors: int, extra: dict) -> dict:
+def _summary(rec: _Recorder, duration: float, extra: dict) -> dict:
+    latencies = rec.latencies
     lat = np.asarray(latencies) if latencies else np.asarray([float("nan")])
-    out = {"requests": len(latencies), "errors": errors, "duration_s": duration,
+    out = {"requests": len(latencies), "errors": rec.errors, "duration_s": duration,
            "throughput_rps": len(latencies) / duration,
            "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
            "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat))}
