@@ -52,6 +52,8 @@ class Manifest:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     entry_function: str = "main"
+    # entry_function with caller-provided result buffers (iree.abi.output), when the module has one
+    output_entry_function: Optional[str] = None
     executable: bool = True
     module: str = MODULE_VMFB
     weights: Optional[dict] = None
@@ -65,7 +67,8 @@ class Manifest:
             "format": FORMAT, "format_version": FORMAT_VERSION,
             "model": self.model, "target": self.target, "compiler": self.compiler,
             "iree_flags": self.iree_flags, "pipeline": self.pipeline,
-            "entry_function": self.entry_function, "executable": self.executable,
+            "entry_function": self.entry_function, "output_entry_function": self.output_entry_function,
+            "executable": self.executable,
             "module": self.module,
             "inputs": [s.to_json() for s in self.inputs],
             "outputs": [s.to_json() for s in self.outputs],
@@ -86,7 +89,8 @@ class Manifest:
                    iree_flags=d["iree_flags"], pipeline=d["pipeline"],
                    inputs=[TensorSpec.from_json(s) for s in d["inputs"]],
                    outputs=[TensorSpec.from_json(s) for s in d["outputs"]],
-                   entry_function=d["entry_function"], executable=d["executable"],
+                   entry_function=d["entry_function"], output_entry_function=d.get("output_entry_function"),
+                   executable=d["executable"],
                    module=d["module"], weights=d.get("weights"),
                    precision_plan=d.get("precision_plan"), batch_buckets=d.get("batch_buckets"),
                    members=d.get("members", {}),

@@ -7,7 +7,7 @@ Stages, each reproducible on its own (`inferx-compile --dump-pipeline` prints th
   3 torch-to-linalg graph context
   4 graph           inferx decision passes (precision...), graph context   --emit inferx stops here
   5 graph-lowering  inferx ops -> linalg/arith, canonicalize, cse           --emit linalg stops here
-  6 iree-input      inferx-bind-parameters, IREE context
+  6 iree-input      inferx-bind-parameters, inferx-add-output-entry, IREE context
   7 iree            IREE phases up to executable-sources (flags in the manifest)
   8 dispatch        inferx dispatch passes on each hal.executable            --emit executable-sources
   9 iree            IREE from executable-sources to the VM module            --emit vmfb
@@ -26,6 +26,7 @@ from .errors import TargetError
 from .log import BuildLog
 from .mlir_contexts import module_to_bytecode, new_graph_context
 from .targets import Target, get_target
+from .passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
 from .versions import stack_versions
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
@@ -74,7 +75,7 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
 
 
 GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
-IREE_INPUT = f"builtin.module(inferx-bind-parameters{{scope={PARAMETER_SCOPE}}})"
+IREE_INPUT = f"builtin.module(inferx-bind-parameters{{scope={PARAMETER_SCOPE}}},inferx-add-output-entry)"
 DISPATCH = "builtin.module(inferx-dispatch-report)"
 
 
@@ -186,6 +187,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     result, flags = _compile_with_fallback(bytecode, flags, log)
     manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
+    manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          weights=weights)
 

@@ -17,6 +17,7 @@ _PASSES = {
     "inferx-annotate-precision": "annotate_precision:AnnotatePrecision",
     "inferx-apply-precision": "apply_precision:ApplyPrecision",
     "inferx-bind-parameters": "bind_parameters:BindParameters",
+    "inferx-add-output-entry": "output_entry:AddOutputEntry",
     "inferx-dispatch-report": "dispatch_report:DispatchReport",
 }
 

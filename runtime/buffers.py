@@ -1,10 +1,11 @@
-"""Input buffers allocated once per shape signature and reused on every later call.
+"""Input and output buffers allocated once per shape signature and reused on every later call.
 
 A batch bucket (e.g. all inputs at batch 8) maps to one set of host-visible,
 device-visible HAL buffers, mapped for the session's lifetime. A call copies the host
-arrays into those mappings and hands the same buffer views to the module: no device
-input allocation for a shape already seen. (Output buffers are allocated by the IREE
-module itself on each call.)
+arrays into the input mappings and hands the same buffer views to the module; when the
+module has an entry with caller-provided result storage (`@main$into`) and the output
+shapes follow from the input shapes, the results land in output buffers of the same entry.
+No device buffer is allocated per call for a shape already seen.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import numpy as np
 
 @dataclass
 class _Staged:
-    host_views: list  # writable numpy views of the mapped buffers
-    buffer_views: list  # HalBufferView handed to the module
+    host_views: list  # writable numpy views of the mapped input buffers
+    buffer_views: list  # input HalBufferViews handed to the module
     mappings: list  # keep the MappedMemory objects alive
+    output_views: list | None = None  # output HalBufferViews (result storage), if any
 
 
 class StagingBuffers:
@@ -32,21 +34,17 @@ class StagingBuffers:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def stage(self, arrays: list[np.ndarray]) -> list:
-        """Copy `arrays` into their buffers; returns the buffer views to hand to the module."""
-        entry = self.entry([(a.shape, a.dtype) for a in arrays])
-        for view, a in zip(entry.host_views, arrays):
-            np.copyto(view, a)
-        return entry.buffer_views
-
-    def entry(self, signature: list[tuple], slot: int = 0) -> _Staged:
+    def entry(self, signature: list[tuple], slot: int = 0, outputs: list[tuple] | None = None) -> _Staged:
         """The buffers for inputs of these (shape, dtype)s in `slot` (separate buffers for
-        callers that fill them concurrently), allocated on first use."""
+        callers that fill them concurrently), plus output buffers of the (shape, dtype)s in
+        `outputs` when given; allocated on first use."""
         key = (slot,) + tuple((tuple(shape), np.dtype(dtype).str) for shape, dtype in signature)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 entry = self._entries[key] = self._allocate(signature)
+                if outputs is not None:
+                    entry.output_views = self._allocate(outputs).buffer_views
         return entry
 
     def _allocate(self, signature: list[tuple]) -> _Staged:

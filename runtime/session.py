@@ -38,8 +38,18 @@ class InferenceSession:
         if fn is None:
             raise ArtifactError(f"{path}: module has no function '{m.entry_function}'")
         self._invoker = rt.FunctionInvoker(self._context, self._device, fn)
+        self._into_invoker = self._output_entry(rt)
         self._staging = StagingBuffers(self._device)
         self._lock = threading.Lock()  # one invocation at a time; run()'s staging buffers are shared
+
+    def _output_entry(self, rt):
+        """The invoker of the entry that writes results into caller buffers, when the module
+        has one and every output's dtype can be stored by the caller."""
+        name = self.artifact.manifest.output_entry_function
+        fn = self._module.lookup_function(name) if name else None
+        if fn is None or not all(s.dtype in STORABLE_DTYPES for s in self.outputs):
+            return None
+        return rt.FunctionInvoker(self._context, self._device, fn)
 
     def _parameters_module(self, rt):
         m = self.artifact.manifest
@@ -58,6 +68,17 @@ class InferenceSession:
         return self.artifact.manifest.outputs
 
     @property
+    def output_buffers(self) -> bool:
+        """Whether results land in buffers this session allocated once per shape (the module's
+        `@main$into` entry), rather than in buffers the module allocates on every call."""
+        return self._into_invoker is not None
+
+    @property
+    def buffer_allocations(self) -> int:
+        """Device buffers this session has allocated for inputs and outputs so far."""
+        return self._staging.allocations
+
+    @property
     def device(self) -> str:
         return str(self.device_spec)
 
@@ -68,11 +89,18 @@ class InferenceSession:
         return self.outputs
 
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
-        arrays = validate_feeds(feeds, self.inputs)
+        arrays = list(validate_feeds(feeds, self.inputs).values())
         bind_thread_to_device(self.device_spec)
-        with self._lock:
-            results = self._invoker(*self._stage(list(arrays.values())))
-        return self._collect(results)
+        if any(a.dtype == np.bool_ for a in arrays):  # i1 tensors: let the invoker convert them
+            with self._lock:
+                return self._collect(self._invoker(*arrays))
+        shapes = [a.shape for a in arrays]
+        entry = self._staging.entry([(a.shape, a.dtype) for a in arrays], slot=0,
+                                    outputs=self._output_signature(shapes))
+        with self._lock:  # run()'s buffers (slot 0) are shared by every caller
+            for view, a in zip(entry.host_views, arrays):
+                np.copyto(view, a)
+            return self._invoke(entry)
 
     def run_gathered(self, parts: list[list[np.ndarray]], rows: int, bucket: int,
                      slot: int = 0) -> dict[str, np.ndarray]:
@@ -85,17 +113,39 @@ class InferenceSession:
             return self.run({s.name: _concat_padded(p, rows, bucket) for s, p in zip(self.inputs, parts)})
         signature = [((bucket,) + p[0].shape[1:], p[0].dtype) for p in parts]
         bind_thread_to_device(self.device_spec)
-        entry = self._staging.entry(signature, slot=slot + 1)  # slot 0 is run()'s
+        outputs = self._output_signature([shape for shape, _ in signature])
+        entry = self._staging.entry(signature, slot=slot + 1, outputs=outputs)  # slot 0 is run()'s
         for view, arrays in zip(entry.host_views, parts):
             _write_rows(view, arrays, rows)
         with self._lock:
-            results = self._invoker(*entry.buffer_views)
-        return self._collect(results)
+            return self._invoke(entry)
 
-    def _stage(self, arrays: list[np.ndarray]) -> list:
-        if any(a.dtype == np.bool_ for a in arrays):
-            return arrays  # i1 tensors: let the invoker convert them
-        return self._staging.stage(arrays)
+    def _invoke(self, entry) -> dict[str, np.ndarray]:
+        """Run on an entry's input buffers (the caller holds self._lock). With output buffers,
+        results land in them and are copied out (the next call on the entry overwrites them);
+        without, the module allocates them."""
+        if entry.output_views is None:
+            return self._collect(self._invoker(*entry.buffer_views))
+        results = self._collect(self._into_invoker(*entry.buffer_views, *entry.output_views))
+        return {name: np.array(arr, copy=True) for name, arr in results.items()}
+
+    def _output_signature(self, input_shapes: list[tuple]) -> list[tuple] | None:
+        """Each output's (shape, dtype) for inputs of these shapes, when the manifest fixes them
+        (static dims, or dims named after an input's dim); None otherwise, or without the entry."""
+        if self._into_invoker is None:
+            return None
+        dims = {}
+        for spec, shape in zip(self.inputs, input_shapes):
+            for want, got in zip(spec.shape, shape):
+                if isinstance(want, str):
+                    dims[want] = got
+        signature = []
+        for spec in self.outputs:
+            shape = tuple(d if isinstance(d, int) else dims.get(d) for d in spec.shape)
+            if any(d is None for d in shape):
+                return None
+            signature.append((shape, np.dtype(spec.dtype)))
+        return signature
 
     def _collect(self, results) -> dict[str, np.ndarray]:
         if not isinstance(results, (tuple, list)):
@@ -103,6 +153,11 @@ class InferenceSession:
         if len(results) != len(self.outputs):
             raise ArtifactError(f"module returned {len(results)} results, manifest lists {len(self.outputs)}")
         return {spec.name: _to_numpy(r, spec) for spec, r in zip(self.outputs, results)}
+
+
+# Output dtypes a caller-side buffer can hold exactly as IREE writes them (bool, bfloat16 and
+# unsigned outputs come back through the module's own buffers and the conversions below).
+STORABLE_DTYPES = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64"})
 
 
 def _write_rows(view: np.ndarray, arrays: list[np.ndarray], rows: int) -> None:

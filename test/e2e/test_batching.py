@@ -216,3 +216,63 @@ def test_run_waits_for_batching_when_it_should():
     b.run(req(1))
     b.close()
     assert ran_in and ran_in[0] != threading.get_ident()
+
+
+def test_partial_batches_wait_while_the_device_is_busy():
+    """While another batch runs, only a full batch goes; once the device is free, the delay rule."""
+    from inferx_compiler.runtime.batching import BatchQueue
+    from inferx_compiler.runtime.batch_queue import PendingRequest
+    from concurrent.futures import Future
+
+    q = BatchQueue(BatchingConfig(max_batch_size=4, max_queue_delay_us=100))
+
+    def add(n, t):
+        for _ in range(n):
+            q.add(PendingRequest({}, 1, ((4,), "<f4"), Priority.NORMAL, t, None, Future()))
+
+    add(2, t=0.0)
+    assert q.next_batch(1.0, device_busy=True) == (None, None)  # past the delay, but the device is busy
+    add(2, t=1.0)
+    batch, _ = q.next_batch(1.0, device_busy=True)
+    assert batch.rows == 4  # full: goes even while busy
+    add(1, t=2.0)
+    assert q.next_batch(2.0 + 200e-6, device_busy=False)[0].rows == 1  # free: the delay rule applies
+
+
+def test_request_keeps_its_arrays_when_the_caller_reuses_its_dict():
+    b, clock, model = make()
+    feeds = req(1)
+    f1 = b.submit(feeds)  # the signature is now known: later submits take the fast path
+    feeds["x"] = np.full((1, 4), 7, np.float32)
+    f2 = b.submit(feeds)
+    clock.advance_us(1000)
+    b.step()
+    assert f1.result()["y"][0, 0] == 2.0 and f2.result()["y"][0, 0] == 14.0
+    with pytest.raises(Exception, match="expected shape"):  # a new signature gets the full check
+        b.submit({"x": np.zeros((1, 5), np.float32)})
+
+
+def test_pipelined_batches_with_many_threads():
+    """Two batches in flight (pipeline_depth=2) over a slow fake model: nothing lost or swapped."""
+    import time
+
+    def slow(feeds):
+        time.sleep(0.001)
+        return {"y": feeds["x"] * 2.0}
+
+    b = DynamicBatcher(slow, SPECS, BatchingConfig(max_batch_size=8, max_queue_delay_us=300, pipeline_depth=2))
+    errors = []
+
+    def client(tid):
+        for i in range(100):
+            value = tid * 1000 + i
+            if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
+                errors.append((tid, i))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    b.close()
+    assert not errors and b.stats.requests == 1200 and b.stats.rows == 1200

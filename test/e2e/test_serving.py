@@ -40,31 +40,58 @@ def test_estimates_when_device_absent(tmp_path):
     assert [b["measured"] for b in buckets] == [False, False]
 
 
-def test_staging_buffers_are_reused(cnn_artifact):
+def test_device_buffers_are_reused(cnn_artifact):
+    """Input and output buffers are allocated once per bucket; results are copied out of them."""
     sess = inferx_compiler.load(cnn_artifact[1])
+    assert sess.output_buffers  # the artifact has @main$into and the output shape follows the inputs
     feeds = random_feeds(sess.inputs, 4)
     first = sess.run(feeds)
-    allocated = sess._staging.allocations
+    kept = first["logits"].copy()
+    allocated = sess.buffer_allocations
     for seed in range(5):
         sess.run(random_feeds(sess.inputs, 4, seed=seed))
-    assert sess._staging.allocations == allocated  # bucket seen: no new input buffers
+    assert sess.buffer_allocations == allocated  # bucket seen: no new buffers
+    np.testing.assert_array_equal(first["logits"], kept)  # later calls did not overwrite it
     sess.run(random_feeds(sess.inputs, 2))
-    assert sess._staging.allocations == allocated + 1  # a new bucket: one buffer per input
+    assert sess.buffer_allocations == allocated + 2  # a new bucket: one input and one output buffer
     again = sess.run(feeds)
     np.testing.assert_array_equal(first["logits"], again["logits"])
+    assert rel_l2(again["logits"], onnxruntime_outputs(cnn_artifact[0], feeds)["logits"]) <= 1e-4
 
 
-def test_batched_results_match_onnxruntime(cnn_artifact):
+def test_module_allocated_outputs_still_work(cnn_artifact):
+    """Without the result-storage entry (older artifacts), the module's own result buffers are used."""
+    sess = inferx_compiler.load(cnn_artifact[1])
+    sess._into_invoker = None
+    feeds = random_feeds(sess.inputs, 3)
+    got = sess.run(feeds)
+    assert not sess.output_buffers and sess.buffer_allocations == 1  # the input buffer only
+    assert rel_l2(got["logits"], onnxruntime_outputs(cnn_artifact[0], feeds)["logits"]) <= 1e-4
+
+
+@pytest.mark.parametrize("how", ["run_batch", "gather", "gather-pipelined"])
+def test_batched_results_match_onnxruntime(cnn_artifact, how):
+    """Through the plain run_batch path, rows gathered into the session's buffers, and two
+    batches in flight (each with its own buffers): every request gets its own rows back."""
     onnx_path, artifact = cnn_artifact
     sess = inferx_compiler.load(artifact)
-    batcher = DynamicBatcher(sess.run, sess.inputs, BatchingConfig(max_batch_size=8, max_queue_delay_us=2000),
-                             buckets=(1, 2, 4, 8))
-    requests = [random_feeds(sess.inputs, 1, seed=i) for i in range(24)]
+    config = BatchingConfig(max_batch_size=8, max_queue_delay_us=2000,
+                            pipeline_depth=2 if how == "gather-pipelined" else None)
+    if how == "run_batch":
+        batcher = DynamicBatcher(sess.run, sess.inputs, config, buckets=(1, 2, 4, 8))
+    else:
+        batcher = DynamicBatcher.for_session(sess, config, buckets=(1, 2, 4, 8))
+    requests = [random_feeds(sess.inputs, 1 + i % 3, seed=i) for i in range(60)]
     futures = [batcher.submit(r) for r in requests]
     results = [f.result(timeout=60) for f in futures]
     batcher.close()
+    reference = onnxruntime_outputs(onnx_path, {"x": np.concatenate([r["x"] for r in requests])})["logits"]
+    start = 0
     for r, got in zip(requests, results):
-        assert rel_l2(got["logits"], onnxruntime_outputs(onnx_path, r)["logits"]) <= 1e-4
+        rows = r["x"].shape[0]
+        assert got["logits"].shape == (rows, 10)
+        assert rel_l2(got["logits"], reference[start:start + rows]) <= 1e-4
+        start += rows
     assert batcher.stats.mean_batch > 1
 
 

@@ -1,0 +1,33 @@
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-add-output-entry)' | filecheck %s
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-bind-parameters,inferx-add-output-entry)' | filecheck %s --check-prefix=BOUND
+
+// @main is kept as it is; @main$into takes the same inputs (with their attributes) and one
+// storage argument per result, tagged with the result's index, and calls @main.
+// CHECK-LABEL: func.func @main(
+// CHECK-SAME:    %{{.+}}: tensor<?x4xf32>, %{{.+}}: tensor<4x8xf32> {inferx.parameter = "fc.weight"}) -> (tensor<?x8xf32>, tensor<?xf32>)
+// CHECK-LABEL: func.func @main$into(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<?x4xf32>,
+// CHECK-SAME:    %[[W:[a-z0-9]+]]: tensor<4x8xf32> {inferx.parameter = "fc.weight"},
+// CHECK-SAME:    %{{.+}}: tensor<?x8xf32> {iree.abi.output = 0 : index},
+// CHECK-SAME:    %{{.+}}: tensor<?xf32> {iree.abi.output = 1 : index}) -> (tensor<?x8xf32>, tensor<?xf32>)
+// CHECK:         %[[R:.+]]:2 = call @main(%[[X]], %[[W]])
+// CHECK:         return %[[R]]#0, %[[R]]#1
+
+// After inferx-bind-parameters the weight is no longer an argument of either entry point.
+// BOUND-LABEL: func.func @main(
+// BOUND-SAME:    %{{.+}}: tensor<?x4xf32>) ->
+// BOUND-LABEL: func.func @main$into(
+// BOUND-SAME:    %[[X:[a-z0-9]+]]: tensor<?x4xf32>, %{{.+}}: tensor<?x8xf32> {iree.abi.output = 0 : index}, %{{.+}}: tensor<?xf32> {iree.abi.output = 1 : index})
+// BOUND:         call @main(%[[X]])
+// BOUND-NOT:     func.func @_inferx_impl_main$into
+func.func @main(%x: tensor<?x4xf32>, %w: tensor<4x8xf32> {inferx.parameter = "fc.weight"}) -> (tensor<?x8xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %x, %c0 : tensor<?x4xf32>
+  %e = tensor.empty(%d) : tensor<?x8xf32>
+  %cst = arith.constant 0.0 : f32
+  %z = linalg.fill ins(%cst : f32) outs(%e : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<?x4xf32>, tensor<4x8xf32>) outs(%z : tensor<?x8xf32>) -> tensor<?x8xf32>
+  %e1 = tensor.empty(%d) : tensor<?xf32>
+  %s = linalg.fill ins(%cst : f32) outs(%e1 : tensor<?xf32>) -> tensor<?xf32>
+  return %r, %s : tensor<?x8xf32>, tensor<?xf32>
+}
