@@ -5,7 +5,8 @@ the batcher's own overhead per request.
 
 For each artifact (with --batch-sizes buckets):
   * static: one caller, fixed batch b, rows/s for every bucket -> the best static batch;
-  * saturation: closed loop with 2 x max_batch_size clients through the batcher, and whether
+  * saturation: closed loop with 2 x max_batch_size clients per server process (--processes
+    1,2,4 tries several; each process has its own session, batcher and interpreter), and whether
     its p99 stays within max_queue_delay + 2 x the batch execution time (both the largest
     bucket's static time and the median batch time measured in that run);
   * same p99 budget (--p99-budget-ms, default 10): open-loop rates swept up; the highest rate
@@ -111,7 +112,8 @@ def overhead_us(trivial_artifact: str, device: str) -> dict:
             "batcher_alone_noop_model_us": pure}
 
 
-def figures(artifact: str, device: str, duration: float, budget_ms: float, bench_args: list) -> dict:
+def figures(artifact: str, device: str, duration: float, budget_ms: float, bench_args: list,
+            processes: list[int]) -> dict:
     import inferx_compiler
     from inferx_compiler.buckets import default_batching, serving_buckets
 
@@ -124,8 +126,16 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
     best_b = max(static, key=lambda b: static[b]["rows_per_s"])
     print("  static: " + ", ".join(f"b{b} {v['rows_per_s']:.0f} rows/s ({v['exec_ms']:.2f} ms)"
                                     for b, v in static.items()), flush=True)
-    sat = _bench(artifact, device, ["--concurrency", str(2 * config.max_batch_size), "--duration", str(duration),
-                                    *bench_args])
+    by_processes = {}
+    for n in processes:  # each server process gets 2 x max_batch_size clients
+        by_processes[n] = _bench(artifact, device, ["--concurrency", str(2 * config.max_batch_size * n),
+                                                    "--duration", str(duration), "--processes", str(n), *bench_args])
+        r = by_processes[n]
+        print(f"  saturation, {n} process(es): {r['throughput_rps']:.0f} req/s, mean batch {r['mean_batch']:.1f}, "
+              f"p50/p99 {r['p50_ms']:.2f}/{r['p99_ms']:.2f} ms, batch time {r['median_batch_exec_ms']:.2f} ms", flush=True)
+    best_n = max(by_processes, key=lambda n: by_processes[n]["throughput_rps"])
+    sat = by_processes[best_n]
+    bench_args = [*bench_args, "--processes", str(best_n)]
     p99_bound = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
     p99_bound_in_run = config.max_queue_delay_us / 1e3 + 2 * sat["median_batch_exec_ms"]
     p99_bound_tail = config.max_queue_delay_us / 1e3 + 2 * sat["p99_batch_exec_ms"]
@@ -144,6 +154,10 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
                        "preferred_batch_sizes": list(config.preferred_batch_sizes)},
             "static": static, "best_static_batch": best_b,
             "saturation": sat, "saturation_vs_best_static": sat["throughput_rps"] / static[best_b]["rows_per_s"],
+            "processes": best_n,
+            "saturation_by_processes": {n: {k: r[k] for k in ("throughput_rps", "p50_ms", "p99_ms", "mean_batch",
+                                                               "median_batch_exec_ms", "p99_batch_exec_ms")}
+                                        for n, r in by_processes.items()},
             "p99_bound_ms": p99_bound, "saturation_p99_within_bound": sat["p99_ms"] <= p99_bound,
             "p99_bound_in_run_ms": p99_bound_in_run,
             "saturation_p99_within_in_run_bound": sat["p99_ms"] <= p99_bound_in_run,
@@ -155,13 +169,13 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
 
 
 def to_markdown(results: list[dict], overhead: dict) -> str:
-    lines = ["| artifact | device | best static (rows/s) | batcher at saturation (req/s) | ratio | p50 / p99 at sat. (ms) | p99 bound with batch time: static / in-run median / in-run p99 (ms) | max rate within p99 budget: batching / none (req/s) | budget (ms) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| artifact | device | best static (rows/s) | processes | batcher at saturation (req/s) | ratio | p50 / p99 at sat. (ms) | p99 bound with batch time: static / in-run median / in-run p99 (ms) | max rate within p99 budget: batching / none (req/s) | budget (ms) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         b = r["best_static_batch"]
         mr = r["max_rate_within_budget"]
         fmt = lambda v: f"{v:.0f}" if v else "—"
-        lines.append(f"| {r['artifact']} | {r['device']} | b{b}: {r['static'][b]['rows_per_s']:.0f} | "
+        lines.append(f"| {r['artifact']} | {r['device']} | b{b}: {r['static'][b]['rows_per_s']:.0f} | {r['processes']} | "
                      f"{r['saturation']['throughput_rps']:.0f} (mean batch {r['saturation']['mean_batch']:.1f}) | "
                      f"{r['saturation_vs_best_static']:.2f} | {r['saturation']['p50_ms']:.2f} / {r['saturation']['p99_ms']:.2f} | "
                      f"{r['p99_bound_ms']:.2f} / {r['p99_bound_in_run_ms']:.2f} / {r['p99_bound_tail_ms']:.2f} | "
@@ -187,6 +201,8 @@ def main() -> int:
                    help="latency budget both modes are held to in the open-loop sweep (default 10)")
     p.add_argument("--cpu-workers", type=int, default=None, help="IREE CPU worker threads (see inferx-bench)")
     p.add_argument("--pipeline-depth", type=int, default=None, help="batches in flight (see inferx-bench)")
+    p.add_argument("--processes", default="1", help="server process counts to try at saturation, e.g. 1,2,4; "
+                   "the open-loop sweeps use the best one")
     p.add_argument("--trivial", default=None, help="prebuilt trivial-model artifact for the overhead "
                    "figure (built here for the cpu target when absent)")
     args = p.parse_args()
@@ -198,7 +214,10 @@ def main() -> int:
     for a in args.artifacts:
         print(f"== {a} on {args.device}", flush=True)
         bench_args = ["--pipeline-depth", str(args.pipeline_depth)] if args.pipeline_depth else []
-        results.append(figures(a, args.device, args.duration, args.p99_budget_ms, bench_args))
+        if args.cpu_workers is not None:  # server processes configure their own executor
+            bench_args += ["--cpu-workers", str(args.cpu_workers)]
+        results.append(figures(a, args.device, args.duration, args.p99_budget_ms, bench_args,
+                               [int(n) for n in args.processes.split(",")]))
     trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
     overhead = dict(overhead_us(trivial, args.device), device=args.device, cpu_workers=args.cpu_workers)
     md = to_markdown(results, overhead)

@@ -4,6 +4,7 @@
     inferx-bench model.ixa --rate 500 --duration 10                 open loop, fixed rate
     inferx-bench model.ixa --no-batching --concurrency 16           every request runs alone
     inferx-bench model.ixa --device cpu --device cpu --json         two device lanes
+    inferx-bench model.ixa --device cuda --processes 4 --concurrency 256   four server processes
 
 Prints throughput and p50/p95/p99 latency, mean batch and padding waste; --json prints
 {"throughput_rps", "p50_ms", "p95_ms", "p99_ms", "mean_batch", "padding_waste", ...}.
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=5.0, help="seconds of load (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of load not measured")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")
+    p.add_argument("--processes", type=int, default=1,
+                   help="server processes sharing the device(s), each with its own session, batcher, "
+                        "interpreter and share of the load (default 1)")
     p.add_argument("--client-threads", action="store_true",
                    help="closed loop with one thread per client instead of completion callbacks")
     p.add_argument("--rows", type=int, default=1, help="batch rows per request (default 1)")
@@ -57,26 +61,105 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(args) -> int:
-    from inferx_compiler.runtime.bench_inputs import random_feeds
+    if args.processes < 1:
+        from inferx_compiler.errors import InputValidationError
 
-    servers = _servers(args)
-    dims = dict(_parse_dim(d) for d in args.dim)
-    feeds = random_feeds(servers.inputs, args.rows, dims)
-    if args.rate is not None:
-        result = _open_loop(servers, feeds, args.rate, args.duration, args.warmup)
+        raise InputValidationError(f"--processes must be >= 1, got {args.processes}")
+    if args.processes > 1:
+        result = _run_replicas(args)
     else:
-        loop = _closed_loop_threads if args.client_threads else _closed_loop
-        result = loop(servers, feeds, args.concurrency or 8, args.duration, args.warmup)
-    result.update(servers.stats())
-    result.update({"artifact": args.artifact, "devices": servers.devices, "batching": not args.no_batching,
-                   "rows_per_request": args.rows, "max_batch_size": servers.config.max_batch_size,
-                   "max_queue_delay_us": servers.config.max_queue_delay_us})
-    servers.close()
+        result, _ = _measure(args)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:
         print(_format(result))
     return 0
+
+
+def _measure(args, ready=None) -> tuple[dict, list[float]]:
+    """Load, then drive the load; `ready` (a barrier) lines replica processes up first."""
+    from inferx_compiler.runtime.bench_inputs import random_feeds
+
+    servers = _servers(args)
+    dims = dict(_parse_dim(d) for d in args.dim)
+    feeds = random_feeds(servers.inputs, args.rows, dims)
+    if ready is not None:
+        ready.wait()
+    if args.rate is not None:
+        result, latencies = _open_loop(servers, feeds, args.rate, args.duration, args.warmup)
+    else:
+        loop = _closed_loop_threads if args.client_threads else _closed_loop
+        result, latencies = loop(servers, feeds, args.concurrency or 8, args.duration, args.warmup)
+    result.update(servers.stats())
+    result.update({"artifact": args.artifact, "devices": servers.devices, "batching": not args.no_batching,
+                   "rows_per_request": args.rows, "max_batch_size": servers.config.max_batch_size,
+                   "max_queue_delay_us": servers.config.max_queue_delay_us, "processes": 1})
+    servers.close()
+    return result, latencies
+
+
+def _run_replicas(args) -> dict:
+    """--processes N: N server processes on the same device(s), each with its own session,
+    batcher and interpreter, and its share of the clients (or of the rate). Results merge:
+    throughput adds up, latency percentiles come from all requests together."""
+    import multiprocessing
+
+    from inferx_compiler.errors import InferXError
+
+    n = args.processes
+    ctx = multiprocessing.get_context("spawn")  # no CUDA context or IREE threads inherited
+    ready, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_replica, args=(vars(args), i, n, ready, results), daemon=True)
+             for i in range(n)]
+    for p in procs:
+        p.start()
+    parts = [results.get() for _ in procs]
+    for p in procs:
+        p.join()
+    failed = [msg for kind, msg, _ in parts if kind == "error"]
+    if failed:
+        raise InferXError(f"{len(failed)} of {n} replica processes failed: {failed[0]}")
+    return _merge([(r, lat) for _, r, lat in parts], n)
+
+
+def _replica(options: dict, index: int, n: int, ready, results) -> None:
+    args = argparse.Namespace(**options)
+    if args.rate is not None:
+        args.rate = args.rate / n
+    else:
+        total = args.concurrency or 8
+        args.concurrency = total // n + (1 if index < total % n else 0)
+    try:
+        result, latencies = _measure(args, ready)
+        results.put(("ok", result, latencies))
+    except BaseException as e:  # reported by the parent
+        ready.abort()
+        results.put(("error", f"{type(e).__name__}: {e}", None))
+
+
+def _merge(parts: list[tuple[dict, list[float]]], n: int) -> dict:
+    results = [r for r, _ in parts]
+    merged = dict(results[0])
+    rows, batches = sum(r["rows"] for r in results), sum(r["batches"] for r in results)
+    padded = sum(r["padded_rows"] for r in results)
+    lat = np.asarray([x for _, part in parts for x in part] or [float("nan")])
+    merged.update({
+        "requests": sum(r["requests"] for r in results), "errors": sum(r["errors"] for r in results),
+        "throughput_rps": sum(r["throughput_rps"] for r in results),
+        "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+        "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat)),
+        "rows": rows, "batches": batches, "padded_rows": padded,
+        "mean_batch": rows / batches if batches else 0.0,
+        "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
+        "median_batch_exec_ms": float(np.median([r["median_batch_exec_ms"] for r in results])),
+        "p99_batch_exec_ms": float(max(r["p99_batch_exec_ms"] for r in results)),
+        "processes": n, "per_process_rps": [r["throughput_rps"] for r in results]})
+    if merged["mode"] == "closed":
+        merged["concurrency"] = sum(r["concurrency"] for r in results)
+    else:
+        merged["rate_rps"] = sum(r["rate_rps"] for r in results)
+    merged.pop("routed", None)
+    return merged
 
 
 def _parse_dim(text: str) -> tuple[str, int]:
@@ -109,7 +192,8 @@ class _Servers:
         batches = sum(l.batcher.stats.batches for l in self.scheduler.lanes)
         padded = sum(l.batcher.stats.padded_rows for l in self.scheduler.lanes)
         exec_ms = {q: [l.batcher.stats.exec_ms(q) for l in self.scheduler.lanes] for q in (50, 99)}
-        return {"mean_batch": rows / batches if batches else 0.0,
+        return {"rows": rows, "batches": batches, "padded_rows": padded,
+                "mean_batch": rows / batches if batches else 0.0,
                 "median_batch_exec_ms": float(np.nanmedian(exec_ms[50])) if batches else float("nan"),
                 "p99_batch_exec_ms": float(np.nanmax(exec_ms[99])) if batches else float("nan"),
                 "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
@@ -195,7 +279,7 @@ def _closed_loop(servers: _Servers, feeds: dict, concurrency: int, duration: flo
         send()
     for _ in range(concurrency):
         finished.acquire()
-    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "callbacks"})
+    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "callbacks"}), rec.latencies
 
 
 def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, duration: float,
@@ -218,7 +302,7 @@ def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, durat
         t.start()
     for t in threads:
         t.join()
-    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "threads"})
+    return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "threads"}), rec.latencies
 
 
 def _open_loop(servers: _Servers, feeds: dict, rate: float, duration: float, warmup: float) -> dict:
@@ -247,7 +331,7 @@ def _open_loop(servers: _Servers, feeds: dict, rate: float, duration: float, war
             f.result(timeout=60)
         except Exception:
             pass
-    return _summary(rec, duration, {"mode": "open", "rate_rps": rate})
+    return _summary(rec, duration, {"mode": "open", "rate_rps": rate}), rec.latencies
 
 
 def _summary(rec: _Recorder, duration: float, extra: dict) -> dict:
@@ -263,6 +347,7 @@ def _summary(rec: _Recorder, duration: float, extra: dict) -> dict:
 
 def _format(r: dict) -> str:
     rows = [("artifact", r["artifact"]), ("devices", ", ".join(r["devices"])),
+            ("processes", str(r["processes"])),
             ("mode", f"{r['mode']} " + (f"concurrency {r['concurrency']}" if r["mode"] == "closed"
                                         else f"{r['rate_rps']:.0f} req/s")),
             ("batching", "on" if r["batching"] else "off"),
