@@ -53,10 +53,12 @@ class BatchingConfig:
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_size: int = 4096
     default_timeout_s: Optional[float] = None
-    # The interpreter's thread switch interval while a batcher thread runs (None: leave it).
-    # Python's default (5 ms) lets a busy client thread hold the interpreter lock for 5 ms
-    # after a batch returns from the device; 200 us bounds that hand-off delay.
+    # The interpreter's thread switch interval while a batcher runs (None: leave it); see
+    # interpreter.py. Python's default (5 ms) delays the batch thread's return from the device.
     switch_interval_us: Optional[int] = 200
+    # Collect garbage less often while serving (None: leave the collector alone); see
+    # interpreter.py: with default thresholds full collections stretched p99 2.5x.
+    gc_threshold: Optional[int] = 50_000
     # Batches in flight: with 2, while one runs on the device the next is formed and its rows
     # are written into a second set of input buffers, so a GPU waits for no Python work. None:
     # 2 on GPUs, 1 on CPUs (there the "device" is the same cores the Python threads run on).

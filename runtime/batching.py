@@ -13,14 +13,14 @@ never stalls the device:
     are serialized on the device, so while one batch runs (the interpreter lock is released
     then) the next is already formed and written, waiting for the device;
   * a completion thread slices the outputs back and resolves the futures, so no batch thread
-    spends device time handing results out.
+    spends device time handing results out (when nothing else waits, the batch thread resolves
+    them itself: one thread hand-off fewer for a lone request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import queue
-import sys
 import threading
 import time
 from collections import Counter, deque
@@ -35,6 +35,7 @@ from inferx_compiler.tensor_spec import TensorSpec
 
 from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClock, PendingRequest, Priority,
                           QueueFullError, RequestTimeoutError)
+from .interpreter import tune_for_serving
 from .validation import validate_feeds
 
 __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
@@ -112,7 +113,7 @@ class DynamicBatcher:
         self._threads: list[threading.Thread] = []
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         if start:
-            _lower_switch_interval(config.switch_interval_us)
+            tune_for_serving(config.switch_interval_us, config.gc_threshold)
             self._batch_threads = [threading.Thread(target=self._batch_loop, args=(slot,), daemon=True,
                                                     name=f"{name}-batch{slot}")
                                    for slot in range(self.pipeline_depth)]
@@ -242,7 +243,11 @@ class DynamicBatcher:
                 with self._cond:
                     self._in_flight -= 1
                     self._cond.notify()  # the device is free: a partial batch may go now
-                self._completions.put((batch, outcome))
+                    idle = len(self.queue) == 0 and self._in_flight == 0
+                if idle:  # nothing else to run: hand the results out here, one thread hand-off fewer
+                    _resolve(batch, outcome)
+                else:
+                    self._completions.put((batch, outcome))
         finally:
             self._completions.put(slot)  # this batch thread is done
 
@@ -345,10 +350,3 @@ def _check_batch_dim(inputs: list[TensorSpec]) -> None:
         raise InputValidationError(
             "dynamic batching needs every input to lead with the same dynamic dim (e.g. 'batch'); "
             f"this model's inputs lead with {sorted(map(str, names))}")
-
-
-def _lower_switch_interval(interval_us: Optional[int]) -> None:
-    """Shorten how long one Python thread may hold the interpreter lock while others wait
-    (process-wide; only ever lowered)."""
-    if interval_us is not None and interval_us * 1e-6 < sys.getswitchinterval():
-        sys.setswitchinterval(interval_us * 1e-6)
