@@ -20,6 +20,7 @@ never stalls the device:
 from __future__ import annotations
 
 import asyncio
+import bisect
 import queue
 import threading
 import time
@@ -47,6 +48,7 @@ __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatc
 GatherRunner = Callable[[list, int, int, int], dict]
 
 _MAX_SIGNATURES = 256  # distinct accepted shape signatures remembered per batcher
+EXEC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)  # seconds
 
 
 @dataclass
@@ -60,6 +62,14 @@ class BatcherStats:
     timed_out: int = 0
     batch_histogram: Counter = field(default_factory=Counter)  # rows in a batch -> batches
     exec_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))  # recent batch run times
+    # every batch's run time, counted per EXEC_BUCKETS bound (the last: above all), and their sum
+    exec_counts: list = field(default_factory=lambda: [0] * (len(EXEC_BUCKETS) + 1))
+    exec_total_s: float = 0.0
+
+    def observe_exec(self, seconds: float) -> None:
+        self.exec_seconds.append(seconds)
+        self.exec_counts[bisect.bisect_left(EXEC_BUCKETS, seconds)] += 1
+        self.exec_total_s += seconds
 
     def exec_ms(self, percentile: float = 50) -> float:
         """A percentile of the recent batches' run times (gathering the rows and running them)."""
@@ -292,7 +302,7 @@ class DynamicBatcher:
             return e
         elapsed = time.perf_counter() - started
         with self._stats_lock:
-            self.stats.exec_seconds.append(elapsed)
+            self.stats.observe_exec(elapsed)
             self.stats.batches += 1
             self.stats.rows += batch.rows
             self.stats.padded_rows += batch.padding

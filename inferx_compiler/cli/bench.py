@@ -171,68 +171,13 @@ def _parse_dim(text: str) -> tuple[str, int]:
     return name, int(value)
 
 
-class _Servers:
-    """Batcher lanes under one scheduler (no batching = lanes with max_batch_size 1)."""
+def _servers(args):
+    from inferx_compiler.runtime.service import Service, ServiceOptions
 
-    def __init__(self, sessions, scheduler, config):
-        self.sessions = sessions
-        self.config = config
-        self.scheduler = scheduler
-        self.inputs = sessions[0].inputs
-        self.devices = [s.device for s in sessions]
-
-    def call(self, feeds):
-        return self.scheduler.run(feeds)
-
-    def submit(self, feeds):
-        return self.scheduler.submit(feeds)
-
-    def stats(self) -> dict:
-        rows = sum(l.batcher.stats.rows for l in self.scheduler.lanes)
-        batches = sum(l.batcher.stats.batches for l in self.scheduler.lanes)
-        padded = sum(l.batcher.stats.padded_rows for l in self.scheduler.lanes)
-        exec_ms = {q: [l.batcher.stats.exec_ms(q) for l in self.scheduler.lanes] for q in (50, 99)}
-        return {"rows": rows, "batches": batches, "padded_rows": padded,
-                "mean_batch": rows / batches if batches else 0.0,
-                "median_batch_exec_ms": float(np.nanmedian(exec_ms[50])) if batches else float("nan"),
-                "p99_batch_exec_ms": float(np.nanmax(exec_ms[99])) if batches else float("nan"),
-                "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
-                "routed": dict(self.scheduler.routed)}
-
-    def close(self):
-        self.scheduler.close()
-
-
-def _servers(args) -> _Servers:
-    from inferx_compiler.buckets import default_batching, serving_buckets
-    from inferx_compiler.runtime.batching import BatchingConfig
-    from inferx_compiler.runtime.scheduler import Scheduler, lane_for_session
-    from inferx_compiler.runtime.session import load
-
-    if args.cpu_workers is not None:
-        from inferx_compiler.runtime.devices import configure_cpu
-
-        configure_cpu(args.cpu_workers)
-    devices = args.device or [None]
-    sessions = [load(args.artifact, device=d) for d in devices]
-    buckets = serving_buckets(sessions[0])
-    config = default_batching(buckets)[0] if buckets else BatchingConfig()
-    if args.no_batching:  # same queue and worker, one request per run
-        config = BatchingConfig(max_batch_size=max(1, args.rows), max_queue_delay_us=0,
-                                max_queue_size=config.max_queue_size)
-    overrides = {}
-    if args.max_batch_size and not args.no_batching:
-        overrides["max_batch_size"] = args.max_batch_size
-        overrides["preferred_batch_sizes"] = tuple(s for s in config.preferred_batch_sizes
-                                                   if s <= args.max_batch_size)
-    if args.max_queue_delay_us is not None and not args.no_batching:
-        overrides["max_queue_delay_us"] = args.max_queue_delay_us
-    if args.pipeline_depth is not None:
-        overrides["pipeline_depth"] = args.pipeline_depth
-    if overrides:
-        config = BatchingConfig(**{**config.__dict__, **overrides})
-    lanes = [lane_for_session(s, config, name=f"{s.device}#{i}") for i, s in enumerate(sessions)]
-    return _Servers(sessions, Scheduler(lanes), config)
+    return Service(args.artifact, ServiceOptions(
+        devices=args.device or (None,), batching=not args.no_batching, rows_per_request=args.rows,
+        max_batch_size=args.max_batch_size, max_queue_delay_us=args.max_queue_delay_us,
+        pipeline_depth=args.pipeline_depth, cpu_workers=args.cpu_workers))
 
 
 class _Recorder:
@@ -251,7 +196,7 @@ class _Recorder:
             self.latencies.append((finished - sent) * 1e3)
 
 
-def _closed_loop(servers: _Servers, feeds: dict, concurrency: int, duration: float, warmup: float) -> dict:
+def _closed_loop(servers, feeds: dict, concurrency: int, duration: float, warmup: float) -> dict:
     """N clients, each sending its next request as soon as its last one returns. A client is a
     completion callback (event-driven, like wrk's connections), so the load generator costs
     one submit and one callback per request, not a thread wake-up."""
@@ -282,7 +227,7 @@ def _closed_loop(servers: _Servers, feeds: dict, concurrency: int, duration: flo
     return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "callbacks"}), rec.latencies
 
 
-def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, duration: float,
+def _closed_loop_threads(servers, feeds: dict, concurrency: int, duration: float,
                          warmup: float) -> dict:
     """N client threads, each calling and waiting (`--client-threads`)."""
     start = time.perf_counter()
@@ -292,7 +237,7 @@ def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, durat
         while (sent := time.perf_counter()) < rec.stop_at:
             future = Future()
             try:
-                future.set_result(servers.call(feeds))
+                future.set_result(servers.run(feeds))
             except Exception as e:
                 future.set_exception(e)
             rec.done(future, sent)
@@ -305,7 +250,7 @@ def _closed_loop_threads(servers: _Servers, feeds: dict, concurrency: int, durat
     return _summary(rec, duration, {"mode": "closed", "concurrency": concurrency, "clients": "threads"}), rec.latencies
 
 
-def _open_loop(servers: _Servers, feeds: dict, rate: float, duration: float, warmup: float) -> dict:
+def _open_loop(servers, feeds: dict, rate: float, duration: float, warmup: float) -> dict:
     """Requests sent on a fixed schedule, whatever the server does; each latency counts from
     the request's scheduled send time (late sends are the server's delay, not hidden)."""
     interval = 1.0 / rate

@@ -1,0 +1,99 @@
+"""One artifact served on one or several devices: a session, a batcher lane per device, one
+scheduler; the batching configuration derived from the artifact's bucket table unless
+overridden. `inferx-bench` and `inferx-serve` both stand on this.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from inferx_compiler.tensor_spec import TensorSpec
+
+from .batching import BatchingConfig
+from .scheduler import Scheduler
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    devices: Sequence[Optional[str]] = (None,)  # None: the artifact's target kind
+    batching: bool = True  # False: every request runs alone (same queue and worker)
+    rows_per_request: int = 1  # without batching: the batch a request runs at
+    max_batch_size: Optional[int] = None
+    max_queue_delay_us: Optional[int] = None
+    pipeline_depth: Optional[int] = None
+    cpu_workers: Optional[int] = None
+
+
+class Service:
+    def __init__(self, artifact: str, options: ServiceOptions = ServiceOptions()):
+        from .scheduler import lane_for_session
+        from .session import load
+
+        if options.cpu_workers is not None:
+            from .devices import configure_cpu
+
+            configure_cpu(options.cpu_workers)
+        self.artifact = artifact
+        self.sessions = [load(artifact, device=d) for d in (options.devices or (None,))]
+        self.config = batching_config(self.sessions[0], options)
+        lanes = [lane_for_session(s, self.config, name=f"{s.device}#{i}") for i, s in enumerate(self.sessions)]
+        self.scheduler = Scheduler(lanes)
+
+    @property
+    def inputs(self) -> list[TensorSpec]:
+        return self.sessions[0].inputs
+
+    @property
+    def outputs(self) -> list[TensorSpec]:
+        return self.sessions[0].outputs
+
+    @property
+    def devices(self) -> list[str]:
+        return [s.device for s in self.sessions]
+
+    def run(self, feeds: dict) -> dict:
+        return self.scheduler.run(feeds)
+
+    def submit(self, feeds: dict):
+        return self.scheduler.submit(feeds)
+
+    def stats(self) -> dict:
+        """Batching figures summed over the lanes."""
+        lanes = [lane.batcher.stats for lane in self.scheduler.lanes]
+        rows, batches = sum(s.rows for s in lanes), sum(s.batches for s in lanes)
+        padded = sum(s.padded_rows for s in lanes)
+        return {"rows": rows, "batches": batches, "padded_rows": padded,
+                "mean_batch": rows / batches if batches else 0.0,
+                "median_batch_exec_ms": float(np.nanmedian([s.exec_ms(50) for s in lanes])) if batches else float("nan"),
+                "p99_batch_exec_ms": float(np.nanmax([s.exec_ms(99) for s in lanes])) if batches else float("nan"),
+                "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
+                "routed": dict(self.scheduler.routed)}
+
+    def close(self) -> None:
+        self.scheduler.close()
+
+
+def batching_config(session, options: ServiceOptions) -> BatchingConfig:
+    """Defaults from the artifact's bucket table (re-measured on this device when they are
+    estimates), then the options' overrides."""
+    from inferx_compiler.buckets import default_batching, serving_buckets
+
+    buckets = serving_buckets(session)
+    config = default_batching(buckets)[0] if buckets else BatchingConfig()
+    if not options.batching:  # same queue and worker, one request per run
+        config = BatchingConfig(max_batch_size=max(1, options.rows_per_request), max_queue_delay_us=0,
+                                max_queue_size=config.max_queue_size)
+    overrides = {}
+    if options.max_batch_size and options.batching:
+        overrides["max_batch_size"] = options.max_batch_size
+        overrides["preferred_batch_sizes"] = tuple(s for s in config.preferred_batch_sizes
+                                                   if s <= options.max_batch_size)
+    if options.max_queue_delay_us is not None and options.batching:
+        overrides["max_queue_delay_us"] = options.max_queue_delay_us
+    if options.pipeline_depth is not None:
+        overrides["pipeline_depth"] = options.pipeline_depth
+    return dataclasses.replace(config, **overrides) if overrides else config

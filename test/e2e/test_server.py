@@ -1,0 +1,185 @@
+"""inferx-serve: the KServe v2 JSON protocol and Prometheus metrics over a real CPU artifact."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.common import python_entry
+from inferx_compiler.cli.compile import main as compile_main
+from inferx_compiler.runtime.server import InferenceServer
+from inferx_compiler.runtime.service import Service, ServiceOptions
+from e2e_models import cnn
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    root = tmp_path_factory.mktemp("server")
+    path = save(cnn(), root / "cnn.onnx")
+    out = root / "cnn.ixa"
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2,4,8", "-o", str(out), "-q"]) == 0
+    return path, str(out)
+
+
+@pytest.fixture(scope="module")
+def server(artifact):
+    service = Service(artifact[1], ServiceOptions(max_queue_delay_us=5000))
+    srv = InferenceServer(service, "cnn", port=0).start()
+    yield srv
+    srv.shutdown()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def post(url: str, body) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def tensor(name: str, array: np.ndarray, datatype: str = "FP32") -> dict:
+    return {"name": name, "shape": list(array.shape), "datatype": datatype, "data": array.ravel().tolist()}
+
+
+def test_health_and_metadata(server):
+    assert get(server.url + "/v2/health/live")[0] == 200
+    assert get(server.url + "/v2/health/ready")[0] == 200
+    status, body = get(server.url + "/v2/models/cnn")
+    meta = json.loads(body)
+    assert status == 200 and meta["name"] == "cnn"
+    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 3, 32, 32]}]
+    assert meta["outputs"] == [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_infer_matches_onnxruntime(server, artifact, rows):
+    x = np.random.default_rng(rows).standard_normal((rows, 3, 32, 32)).astype(np.float32)
+    status, body = post(server.url + "/v2/models/cnn/infer", {"id": f"r{rows}", "inputs": [tensor("x", x)]})
+    assert status == 200 and body["id"] == f"r{rows}" and body["model_name"] == "cnn"
+    out = body["outputs"][0]
+    assert out["name"] == "logits" and out["datatype"] == "FP32" and out["shape"] == [rows, 10]
+    got = np.asarray(out["data"], np.float32).reshape(out["shape"])
+    assert rel_l2(got, onnxruntime_outputs(artifact[0], {"x": x})["logits"]) <= 1e-4
+
+
+def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, artifact):
+    """32 clients at once: every answer is its own request's (vs onnxruntime), and the batch
+    metrics show that requests were batched."""
+    before = _samples(get(server.url + "/metrics")[1])
+    inputs = [np.full((1, 3, 32, 32), 0.1 * i, np.float32) for i in range(32)]
+    results = [None] * 32
+
+    def client(i):
+        results[i] = post(server.url + "/v2/models/cnn/infer", {"inputs": [tensor("x", inputs[i])]})
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    reference = onnxruntime_outputs(artifact[0], {"x": np.concatenate(inputs)})["logits"]
+    for i, (status, body) in enumerate(results):
+        assert status == 200
+        got = np.asarray(body["outputs"][0]["data"], np.float32)
+        assert rel_l2(got, reference[i]) <= 1e-4
+    after = _samples(get(server.url + "/metrics")[1])
+    key = ('inferx_requests_total', (("code", "200"), ("model", "cnn")))
+    assert after[key] - before.get(key, 0) == 32
+    lane = (("lane", "cpu#0"), ("model", "cnn"))
+    batches = after[("inferx_batches_total", lane)] - before.get(("inferx_batches_total", lane), 0)
+    rows = after[("inferx_batch_rows_total", lane)] - before.get(("inferx_batch_rows_total", lane), 0)
+    assert rows == 32 and batches < 32
+
+
+@pytest.mark.parametrize("body, status, message", [
+    ({"inputs": [{"name": "x", "shape": [2, 3, 32], "datatype": "FP32", "data": [0.0] * 192}]}, 400,
+     "input 'x': expected rank 4"),
+    ({"inputs": [{"name": "y", "shape": [1], "datatype": "FP32", "data": [0.0]}]}, 400, "unknown input 'y'"),
+    ({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "INT64", "data": [0] * 3072}]}, 400,
+     "datatype INT64 but the model takes FP32"),
+    ({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.0] * 5}]}, 400,
+     "holds 3072 elements, data has 5"),
+    ({"inputs": []}, 400, "missing input(s): x"),
+    ({"nothing": 1}, 400, "must be a JSON object with an \"inputs\" list"),
+    (b"{not json", 400, "not valid JSON"),
+])
+def test_bad_requests_say_what_is_wrong(server, body, status, message):
+    got_status, got = post(server.url + "/v2/models/cnn/infer", body)
+    assert got_status == status and message in got["error"]
+
+
+def test_unknown_model_and_path(server):
+    status, body = post(server.url + "/v2/models/other/infer", {"inputs": []})
+    assert status == 404 and "unknown model 'other'" in body["error"]
+    assert get(server.url + "/v2/nothing")[0] == 404
+
+
+def test_metrics_are_valid_prometheus_text(server):
+    post(server.url + "/v2/models/cnn/infer", {"inputs": [tensor("x", np.zeros((1, 3, 32, 32), np.float32))]})
+    status, text = get(server.url + "/metrics")
+    assert status == 200
+    sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="[^"]*",?)*\})? [-+0-9.eEInf]+$')
+    for line in text.splitlines():
+        assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
+    samples = _samples(text)
+    for family in ("inferx_request_duration_seconds", "inferx_batch_size", "inferx_batch_exec_seconds"):
+        buckets = sorted(((float(dict(k)["le"]), v) for (name, k), v in samples.items()
+                          if name == family + "_bucket"), key=lambda b: b[0])
+        counts = [v for _, v in buckets]
+        assert counts == sorted(counts) and buckets[-1][0] == float("inf")  # cumulative, ends at +Inf
+        count = sum(v for (name, _), v in samples.items() if name == family + "_count")
+        assert count == sum(v for (le, v) in buckets if le == float("inf")) > 0
+
+
+def test_cli_serves_until_sigterm(artifact):
+    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [artifact[1], "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.match(r"serving cnn on (http://127\.0\.0\.1:\d+)$", line.strip())
+        assert match, line + proc.stderr.read() if proc.poll() is not None else line
+        url = match.group(1)
+        x = np.ones((1, 3, 32, 32), np.float32)
+        status, body = post(url + "/v2/models/cnn/infer", {"inputs": [tensor("x", x)]})
+        assert status == 200 and body["outputs"][0]["shape"] == [1, 10]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_cli_refuses_a_missing_artifact(tmp_path):
+    proc = subprocess.run(python_entry("inferx_compiler.cli.serve") + [str(tmp_path / "none.ixa"), "--port", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "none.ixa" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _samples(text: str) -> dict:
+    """{(sample name, sorted label items): value} from Prometheus text."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line:
+            continue
+        head, value = line.rsplit(" ", 1)
+        name, _, labels = head.partition("{")
+        items = tuple(sorted(re.findall(r'([a-zA-Z_]+)="([^"]*)"', labels)))
+        out[(name, items)] = float(value)
+    return out
