@@ -55,7 +55,7 @@ class BatchingConfig:
     default_timeout_s: Optional[float] = None
     # The interpreter's thread switch interval while a batcher runs (None: leave it); see
     # interpreter.py. Python's default (5 ms) delays the batch thread's return from the device.
-    switch_interval_us: Optional[int] = 200
+    switch_interval_us: Optional[int] = 50
     # Collect garbage less often while serving (None: leave the collector alone); see
     # interpreter.py: with default thresholds full collections stretched p99 2.5x.
     gc_threshold: Optional[int] = 50_000

@@ -4,7 +4,8 @@ Both only ever make the interpreter friendlier to serving and never undo a stric
 
   * the thread switch interval: Python's default (5 ms) lets a busy client or completion
     thread hold the interpreter lock for up to 5 ms after a batch returns from the device;
-    200 us bounds that hand-off;
+    50 us bounds that hand-off (a 1 ms fake device at 55 k requests/s: p99 5.0 -> 3.8 ms
+    against 200 us, same throughput);
   * garbage collection: requests (futures, feeds, results) live for milliseconds, long enough
     to be promoted, and a full collection walks every object in the process. The objects
     alive at startup (modules, sessions, weights' Python wrappers) are frozen out of the

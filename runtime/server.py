@@ -5,7 +5,8 @@ Prometheus metrics.
     GET  /v2                                          server metadata
     GET  /v2/models/NAME  | /v2/models/NAME/ready     model metadata (dynamic dims are -1)
     POST /v2/models/NAME/infer                        {"inputs": [{"name", "shape", "datatype", "data"}],
-                                                       "outputs": [{"name"}] (optional), "id" (optional)}
+                                                       "outputs": [{"name"}] (optional), "id" (optional)};
+                                                      binary tensors as in kserve.py
     GET  /metrics                                     Prometheus text format
 
 Each connection has a thread (`ThreadingHTTPServer`); a request's thread submits to the
@@ -18,33 +19,21 @@ unknown model or path, 413 body too large, 503 queue full, 504 timed out in the 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 
-import numpy as np
 
-from inferx_compiler.errors import InferXError, InputValidationError
+from inferx_compiler.errors import InputValidationError
 
 from .batch_queue import QueueFullError, RequestTimeoutError
+from .kserve import DTYPE_TO_DATATYPE, HEADER_LENGTH, RequestError, encode_response, parse_request
 from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, Registry, histogram_samples
 
-# KServe v2 datatype <-> numpy dtype
-DATATYPES = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
-             "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",
-             "FP16": "float16", "FP32": "float32", "FP64": "float64"}
-DTYPE_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
 MAX_BODY_BYTES = 256 << 20
-
-
-class RequestError(InferXError):
-    """A request the server refuses, with the HTTP status to answer."""
-
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST):
-        super().__init__(message)
-        self.status = status
 
 
 class InferenceServer:
@@ -53,8 +42,7 @@ class InferenceServer:
     def __init__(self, service, name: str, host: str = "127.0.0.1", port: int = 8000):
         self.service, self.name = service, name
         self.metrics = ServerMetrics(name, service)
-        self._http = ThreadingHTTPServer((host, port), _handler_class(self))
-        self._http.daemon_threads = True
+        self._http = _HTTPServer((host, port), _handler_class(self))
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -85,67 +73,11 @@ class InferenceServer:
                 "inputs": [_tensor_metadata(s) for s in self.service.inputs],
                 "outputs": [_tensor_metadata(s) for s in self.service.outputs]}
 
-    def infer(self, body: dict) -> dict:
-        feeds = decode_inputs(body, self.service.inputs)
-        wanted = _requested_outputs(body, [s.name for s in self.service.outputs])
-        outputs = self.service.run(feeds)
-        response = {"model_name": self.name, "model_version": "1",
-                    "outputs": [encode_tensor(n, outputs[n]) for n in wanted]}
-        if "id" in body:
-            response["id"] = body["id"]
-        return response
-
-
-def decode_inputs(body: dict, specs) -> dict[str, np.ndarray]:
-    """The request's "inputs" as numpy arrays; names, datatypes and element counts checked
-    here (shapes against the model by the batcher)."""
-    if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
-        raise RequestError('request body must be a JSON object with an "inputs" list')
-    by_name = {s.name: s for s in specs}
-    feeds = {}
-    for i, t in enumerate(body["inputs"]):
-        if not isinstance(t, dict) or not {"name", "shape", "datatype", "data"} <= set(t):
-            raise RequestError(f'inputs[{i}] needs "name", "shape", "datatype" and "data"')
-        name = t["name"]
-        if name not in by_name:
-            raise RequestError(f"unknown input '{name}' (the model takes: {', '.join(by_name)})")
-        dtype = DATATYPES.get(t["datatype"])
-        if dtype is None:
-            raise RequestError(f"input '{name}': unsupported datatype '{t['datatype']}' "
-                               f"(supported: {', '.join(DATATYPES)})")
-        if dtype != by_name[name].dtype:
-            raise RequestError(f"input '{name}': datatype {t['datatype']} but the model takes "
-                               f"{DTYPE_TO_DATATYPE.get(by_name[name].dtype, by_name[name].dtype)}")
-        shape = t["shape"]
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise RequestError(f"input '{name}': shape must be a list of non-negative integers, got {shape!r}")
-        try:
-            array = np.asarray(t["data"], dtype=dtype)
-        except (TypeError, ValueError) as e:
-            raise RequestError(f"input '{name}': data is not a list of {t['datatype']} values ({e})") from None
-        if array.size != int(np.prod(shape, dtype=np.int64)):
-            raise RequestError(f"input '{name}': shape {shape} holds {int(np.prod(shape))} elements, "
-                               f"data has {array.size}")
-        feeds[name] = np.ascontiguousarray(array.reshape(shape))
-    return feeds
-
-
-def encode_tensor(name: str, array: np.ndarray) -> dict:
-    datatype = DTYPE_TO_DATATYPE.get(array.dtype.name)
-    if datatype is None:
-        raise InferXError(f"output '{name}' has dtype {array.dtype.name}, which the JSON protocol cannot carry")
-    return {"name": name, "datatype": datatype, "shape": list(array.shape), "data": array.ravel().tolist()}
-
-
-def _requested_outputs(body: dict, names: list[str]) -> list[str]:
-    requested = body.get("outputs")
-    if not requested:
-        return names
-    wanted = [o.get("name") if isinstance(o, dict) else None for o in requested]
-    unknown = [w for w in wanted if w not in names]
-    if unknown:
-        raise RequestError(f"unknown output {unknown[0]!r} (the model gives: {', '.join(names)})")
-    return wanted
+    def infer(self, body: bytes, header_length: Optional[str] = None) -> tuple[bytes, Optional[int]]:
+        """One infer request body in, the response body (and its JSON header's length when
+        binary outputs follow) out."""
+        request = parse_request(body, header_length, self.service.inputs, [s.name for s in self.service.outputs])
+        return encode_response(self.name, request, self.service.run(request.feeds))
 
 
 def _tensor_metadata(spec) -> dict:
@@ -203,10 +135,21 @@ class ServerMetrics:
         return {"model": self.model, "lane": lane}
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # listen backlog: many clients connecting at once are not refused
+
+
 def _handler_class(server: InferenceServer):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "inferx"
+
+        def setup(self):
+            super().setup()
+            # headers and body go out in separate writes: without this, Nagle's algorithm holds
+            # the body back until the client's delayed ACK (40 ms per keep-alive request)
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format, *args):  # quiet: metrics say what happened
             pass
@@ -237,22 +180,28 @@ def _handler_class(server: InferenceServer):
                     model = path.split("/")[3] if path.startswith("/v2/models/") else None
                     raise RequestError(f"unknown model '{model}' (this server has '{server.name}')" if model
                                        else f"no such path: {path}", HTTPStatus.NOT_FOUND)
-                status, payload = 200, server.infer(self._read_json())
+                body, header_length = server.infer(self._read_body(), self.headers.get(HEADER_LENGTH))
+                status = 200
             except RequestError as e:
-                status, payload = int(e.status), {"error": str(e)}
+                status, error = int(e.status), str(e)
             except InputValidationError as e:
-                status, payload = 400, {"error": str(e)}
+                status, error = 400, str(e)
             except QueueFullError as e:
-                status, payload = 503, {"error": str(e)}
+                status, error = 503, str(e)
             except RequestTimeoutError as e:
-                status, payload = 504, {"error": str(e)}
+                status, error = 504, str(e)
             except Exception as e:  # the model failed: say what, keep serving
-                status, payload = 500, {"error": f"{type(e).__name__}: {e}"}
-            self._json(status, payload)
+                status, error = 500, f"{type(e).__name__}: {e}"
+            if status != 200:
+                self._json(status, {"error": error})
+            elif header_length is None:
+                self._send(200, body, "application/json")
+            else:
+                self._send(200, body, "application/octet-stream", {HEADER_LENGTH: str(header_length)})
             if path.endswith("/infer"):
                 server.metrics.observe(status, time.perf_counter() - started)
 
-        def _read_json(self) -> dict:
+        def _read_body(self) -> bytes:
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
                 raise RequestError("a Content-Length header is required", HTTPStatus.LENGTH_REQUIRED)
@@ -260,18 +209,17 @@ def _handler_class(server: InferenceServer):
                 self.close_connection = True
                 raise RequestError(f"request body of {int(length)} bytes is over the limit of {MAX_BODY_BYTES}",
                                    HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-            try:
-                return json.loads(self.rfile.read(int(length)))
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise RequestError(f"request body is not valid JSON ({e})") from None
+            return self.rfile.read(int(length))
 
         def _json(self, status: int, payload: dict) -> None:
             self._send(status, json.dumps(payload).encode(), "application/json")
 
-        def _send(self, status: int, body: bytes, content_type: str) -> None:
+        def _send(self, status: int, body: bytes, content_type: str, headers: Optional[dict] = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.end_headers()
             self.wfile.write(body)
 

@@ -119,12 +119,52 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, 
     ({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.0] * 5}]}, 400,
      "holds 3072 elements, data has 5"),
     ({"inputs": []}, 400, "missing input(s): x"),
+    ({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32"}]}, 400,
+     "neither \"data\" nor parameters.binary_data_size"),
     ({"nothing": 1}, 400, "must be a JSON object with an \"inputs\" list"),
     (b"{not json", 400, "not valid JSON"),
 ])
 def test_bad_requests_say_what_is_wrong(server, body, status, message):
     got_status, got = post(server.url + "/v2/models/cnn/infer", body)
     assert got_status == status and message in got["error"]
+
+
+def _binary_request(arrays: dict, binary_output: bool) -> tuple[bytes, dict]:
+    header = {"inputs": [{"name": k, "shape": list(a.shape), "datatype": "FP32",
+                          "parameters": {"binary_data_size": a.nbytes}} for k, a in arrays.items()],
+              "parameters": {"binary_data_output": binary_output}}
+    head = json.dumps(header).encode()
+    body = head + b"".join(a.astype("<f4").tobytes() for a in arrays.values())
+    return body, {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(head))}
+
+
+@pytest.mark.parametrize("binary_output", [False, True])
+def test_binary_tensor_extension(server, artifact, binary_output):
+    """Inputs as raw bytes after the JSON header; outputs as raw bytes when asked."""
+    x = np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    body, headers = _binary_request({"x": x}, binary_output)
+    req = urllib.request.Request(server.url + "/v2/models/cnn/infer", data=body, headers=headers)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        payload, header_length = r.read(), r.headers.get("Inference-Header-Content-Length")
+    reference = onnxruntime_outputs(artifact[0], {"x": x})["logits"]
+    if binary_output:
+        head = json.loads(payload[:int(header_length)])
+        out = head["outputs"][0]
+        assert out["shape"] == [2, 10] and out["parameters"]["binary_data_size"] == 80 and "data" not in out
+        got = np.frombuffer(payload[int(header_length):], "<f4").reshape(2, 10)
+    else:
+        assert header_length is None
+        got = np.asarray(json.loads(payload)["outputs"][0]["data"], np.float32).reshape(2, 10)
+    assert rel_l2(got, reference) <= 1e-4
+
+
+def test_binary_size_mismatch_is_refused(server):
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    body, headers = _binary_request({"x": x}, False)
+    req = urllib.request.Request(server.url + "/v2/models/cnn/infer", data=body[:-4], headers=headers)
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 400 and "binary_data_size 12288" in json.loads(e.value.read())["error"]
 
 
 def test_unknown_model_and_path(server):
