@@ -9,8 +9,9 @@ For each artifact (with --batch-sizes buckets):
     1,2,4 tries several; each process has its own session, batcher and interpreter), and whether
     its p99 stays within max_queue_delay + 2 x the batch execution time (both the largest
     bucket's static time and the median batch time measured in that run);
-  * same p99 budget (--p99-budget-ms, default 10): open-loop rates swept up; the highest rate
-    whose p99 stays within it, with and without batching;
+  * same p99 budget (--p99-budget-ms, default 10): open-loop rates swept up, with one server
+    process and with the best count at saturation; the highest rate whose p99 stays within it,
+    with and without batching;
   * overhead: a trivial model, per request, batcher (max batch 1, no delay) minus direct call.
 """
 
@@ -141,7 +142,6 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
               f"{r['median_batch_exec_ms']:.2f} ms", flush=True)
     best_n = max(by_processes, key=lambda n: by_processes[n]["throughput_rps"])
     sat = by_processes[best_n]
-    bench_args = [*bench_args, "--processes", str(best_n)]
     p99_bound = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
     p99_bound_in_run = config.max_queue_delay_us / 1e3 + 2 * sat["median_batch_exec_ms"]
     p99_bound_tail = config.max_queue_delay_us / 1e3 + 2 * sat["p99_batch_exec_ms"]
@@ -153,8 +153,13 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
           f"best static b{best_b} {static[best_b]['rows_per_s']:.0f} rows/s", flush=True)
     print(f"  p99 budget {budget:.2f} ms: sweeping open-loop rates", flush=True)
     start = 0.3 * static[1]["rows_per_s"]
-    with_b = _max_rate_within(artifact, device, budget, start, True, duration, bench_args)
-    without = _max_rate_within(artifact, device, budget, start, False, duration, bench_args)
+    sweeps = {}  # (batching, processes) -> best result; one process and the best count at saturation
+    for n in sorted({1, best_n}):
+        for batching in (True, False):
+            sweeps[batching, n] = _max_rate_within(artifact, device, budget, start, batching, duration,
+                                                   [*bench_args, "--processes", str(n)])
+    with_b, without = (max((r for (b, _), r in sweeps.items() if b == mode and r),
+                           key=lambda r: r["throughput_rps"], default=None) for mode in (True, False))
     return {"artifact": os.path.basename(artifact), "device": device,
             "config": {"max_batch_size": config.max_batch_size, "max_queue_delay_us": config.max_queue_delay_us,
                        "preferred_batch_sizes": list(config.preferred_batch_sizes)},
@@ -173,7 +178,9 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
             "saturation_p99_within_tail_bound": sat["p99_ms"] <= p99_bound_tail,
             "p99_budget_ms": budget,
             "max_rate_within_budget": {"batching": with_b and with_b["throughput_rps"],
-                                       "no_batching": without and without["throughput_rps"]}}
+                                       "no_batching": without and without["throughput_rps"],
+                                       "batching_processes": with_b and with_b["processes"],
+                                       "no_batching_processes": without and without["processes"]}}
 
 
 def to_markdown(results: list[dict], overhead: dict) -> str:
@@ -182,13 +189,14 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
     for r in results:
         b = r["best_static_batch"]
         mr = r["max_rate_within_budget"]
-        fmt = lambda v: f"{v:.0f}" if v else "—"
+        rate = lambda v, n: f"{v:.0f} ({n}p)" if v else "—"
         lines.append(f"| {r['artifact']} | {r['device']} | b{b}: {r['static'][b]['rows_per_s']:.0f} | {r['processes']} | "
                      f"{r['static_same_processes_rows_per_s']:.0f} | "
                      f"{r['saturation']['throughput_rps']:.0f} (mean batch {r['saturation']['mean_batch']:.1f}) | "
                      f"{r['saturation_vs_static_same_processes']:.2f} / {r['saturation_vs_best_static']:.2f} | {r['saturation']['p50_ms']:.2f} / {r['saturation']['p99_ms']:.2f} | "
                      f"{r['p99_bound_ms']:.2f} / {r['p99_bound_in_run_ms']:.2f} / {r['p99_bound_tail_ms']:.2f} | "
-                     f"{fmt(mr['batching'])} / {fmt(mr['no_batching'])} | {r['p99_budget_ms']:.1f} |")
+                     f"{rate(mr['batching'], mr['batching_processes'])} / "
+                     f"{rate(mr['no_batching'], mr['no_batching_processes'])} | {r['p99_budget_ms']:.1f} |")
     lines.append("")
     if overhead.get("cpu_workers"):
         lines.append(f"IREE CPU workers: {overhead['cpu_workers']}.")
