@@ -71,6 +71,14 @@ class BatcherStats:
         self.exec_counts[bisect.bisect_left(EXEC_BUCKETS, seconds)] += 1
         self.exec_total_s += seconds
 
+    # recent batches' service times: formed -> run -> every result handed out
+    service_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))
+
+    def service_ms(self, percentile: float = 50) -> float:
+        """A percentile of the recent batches' service times (gather, run, hand the results out:
+        Triton's compute input + infer + output)."""
+        return float(np.percentile(self.service_seconds, percentile)) * 1e3 if self.service_seconds else float("nan")
+
     def exec_ms(self, percentile: float = 50) -> float:
         """A percentile of the recent batches' run times (gathering the rows and running them)."""
         return float(np.percentile(self.exec_seconds, percentile)) * 1e3 if self.exec_seconds else float("nan")
@@ -208,7 +216,8 @@ class DynamicBatcher:
         if inline:
             request.future.set_running_or_notify_cancel()
             batch = Batch([request], request.rows, self.queue.bucket_for(request.rows))
-            self._finish(batch, self._run(batch, slot=self.pipeline_depth))
+            formed = time.perf_counter()
+            self._finish(batch, self._run(batch, slot=self.pipeline_depth), formed)
         return request.future.result()
 
     async def submit_async(self, feeds: dict, **kw) -> dict:
@@ -222,7 +231,8 @@ class DynamicBatcher:
             if batch is not None:
                 self._in_flight += 1
         if batch is not None:
-            self._finish(batch, self._run(batch, slot=0))
+            formed = time.perf_counter()
+            self._finish(batch, self._run(batch, slot=0), formed)
         return batch
 
     def _form(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
@@ -249,23 +259,32 @@ class DynamicBatcher:
                     if batch is None:
                         return
                     self._in_flight += 1
+                formed = time.perf_counter()
                 outcome = self._run(batch, slot)
                 with self._cond:
                     self._in_flight -= 1
                     self._cond.notify()  # the device is free: a partial batch may go now
                     idle = len(self.queue) == 0 and self._in_flight == 0
                 if idle:  # nothing else to run: hand the results out here, one thread hand-off fewer
-                    _resolve(batch, outcome)
+                    self._hand_out(batch, outcome, formed)
                 else:
-                    self._completions.put((batch, outcome))
+                    self._completions.put((batch, outcome, formed))
         finally:
             self._completions.put(slot)  # this batch thread is done
 
-    def _finish(self, batch: Batch, outcome) -> None:
+    def _finish(self, batch: Batch, outcome, formed: float) -> None:
         """Resolve a batch run outside the batch threads (inline run(), step())."""
         with self._cond:
             self._in_flight -= 1
+        self._hand_out(batch, outcome, formed)
+
+    def _hand_out(self, batch: Batch, outcome, formed: float) -> None:
+        """Resolve the batch's futures; its service time (formed -> every result handed out) is
+        recorded: gathering the inputs, running, and handing the outputs back."""
         _resolve(batch, outcome)
+        elapsed = time.perf_counter() - formed
+        with self._stats_lock:
+            self.stats.service_seconds.append(elapsed)
 
     def _wait_for_batch(self) -> Optional[Batch]:
         """The next batch to run, waiting as the queue says; None once closed and drained.
@@ -286,7 +305,7 @@ class DynamicBatcher:
             if isinstance(item, int):  # a batch thread ended
                 running -= 1
             else:
-                _resolve(*item)
+                self._hand_out(*item)
 
     def _run(self, batch: Batch, slot: int):
         """Run one batch from input-buffer slot `slot`; returns its outputs, or the exception

@@ -70,6 +70,7 @@ class Service:
                 "mean_batch": rows / batches if batches else 0.0,
                 "median_batch_exec_ms": float(np.nanmedian([s.exec_ms(50) for s in lanes])) if batches else float("nan"),
                 "p99_batch_exec_ms": float(np.nanmax([s.exec_ms(99) for s in lanes])) if batches else float("nan"),
+                "median_batch_service_ms": float(np.nanmedian([s.service_ms(50) for s in lanes])) if batches else float("nan"),
                 "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
                 "routed": dict(self.scheduler.routed)}
 

@@ -152,6 +152,7 @@ def _merge(parts: list[tuple[dict, list[float]]], n: int) -> dict:
         "mean_batch": rows / batches if batches else 0.0,
         "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
         "median_batch_exec_ms": float(np.median([r["median_batch_exec_ms"] for r in results])),
+        "median_batch_service_ms": float(np.median([r["median_batch_service_ms"] for r in results])),
         "p99_batch_exec_ms": float(max(r["p99_batch_exec_ms"] for r in results)),
         "processes": n, "per_process_rps": [r["throughput_rps"] for r in results]})
     if merged["mode"] == "closed":
