@@ -17,3 +17,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def cnn_artifact(tmp_path_factory):
+    """(onnx path, artifact path): the e2e CNN built for `cpu` with batch buckets 1,2,4,8."""
+    from e2e_models import cnn
+    from helpers import save
+    from inferx_compiler.cli.compile import main as compile_main
+
+    root = tmp_path_factory.mktemp("cnn_buckets")
+    path = save(cnn(), root / "cnn.onnx")
+    out = root / "cnn.ixa"
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2,4,8", "-o", str(out), "-q"]) == 0
+    return path, str(out)

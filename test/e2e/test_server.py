@@ -13,26 +13,15 @@ import urllib.request
 import numpy as np
 import pytest
 
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import onnxruntime_outputs, rel_l2
 from inferx_compiler.cli.common import python_entry
-from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.runtime.server import InferenceServer
 from inferx_compiler.runtime.service import Service, ServiceOptions
-from e2e_models import cnn
 
 
 @pytest.fixture(scope="module")
-def artifact(tmp_path_factory):
-    root = tmp_path_factory.mktemp("server")
-    path = save(cnn(), root / "cnn.onnx")
-    out = root / "cnn.ixa"
-    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2,4,8", "-o", str(out), "-q"]) == 0
-    return path, str(out)
-
-
-@pytest.fixture(scope="module")
-def server(artifact):
-    service = Service(artifact[1], ServiceOptions(max_queue_delay_us=5000))
+def server(cnn_artifact):
+    service = Service(cnn_artifact[1], ServiceOptions(max_queue_delay_us=5000))
     srv = InferenceServer(service, "cnn", port=0).start()
     yield srv
     srv.shutdown()
@@ -71,17 +60,17 @@ def test_health_and_metadata(server):
 
 
 @pytest.mark.parametrize("rows", [1, 3])
-def test_infer_matches_onnxruntime(server, artifact, rows):
+def test_infer_matches_onnxruntime(server, cnn_artifact, rows):
     x = np.random.default_rng(rows).standard_normal((rows, 3, 32, 32)).astype(np.float32)
     status, body = post(server.url + "/v2/models/cnn/infer", {"id": f"r{rows}", "inputs": [tensor("x", x)]})
     assert status == 200 and body["id"] == f"r{rows}" and body["model_name"] == "cnn"
     out = body["outputs"][0]
     assert out["name"] == "logits" and out["datatype"] == "FP32" and out["shape"] == [rows, 10]
     got = np.asarray(out["data"], np.float32).reshape(out["shape"])
-    assert rel_l2(got, onnxruntime_outputs(artifact[0], {"x": x})["logits"]) <= 1e-4
+    assert rel_l2(got, onnxruntime_outputs(cnn_artifact[0], {"x": x})["logits"]) <= 1e-4
 
 
-def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, artifact):
+def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, cnn_artifact):
     """32 clients at once: every answer is its own request's (vs onnxruntime), and the batch
     metrics show that requests were batched."""
     before = _samples(get(server.url + "/metrics")[1])
@@ -96,7 +85,7 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, 
         t.start()
     for t in threads:
         t.join()
-    reference = onnxruntime_outputs(artifact[0], {"x": np.concatenate(inputs)})["logits"]
+    reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate(inputs)})["logits"]
     for i, (status, body) in enumerate(results):
         assert status == 200
         got = np.asarray(body["outputs"][0]["data"], np.float32)
@@ -139,14 +128,14 @@ def _binary_request(arrays: dict, binary_output: bool) -> tuple[bytes, dict]:
 
 
 @pytest.mark.parametrize("binary_output", [False, True])
-def test_binary_tensor_extension(server, artifact, binary_output):
+def test_binary_tensor_extension(server, cnn_artifact, binary_output):
     """Inputs as raw bytes after the JSON header; outputs as raw bytes when asked."""
     x = np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)
     body, headers = _binary_request({"x": x}, binary_output)
     req = urllib.request.Request(server.url + "/v2/models/cnn/infer", data=body, headers=headers)
     with urllib.request.urlopen(req, timeout=30) as r:
         payload, header_length = r.read(), r.headers.get("Inference-Header-Content-Length")
-    reference = onnxruntime_outputs(artifact[0], {"x": x})["logits"]
+    reference = onnxruntime_outputs(cnn_artifact[0], {"x": x})["logits"]
     if binary_output:
         head = json.loads(payload[:int(header_length)])
         out = head["outputs"][0]
@@ -190,8 +179,8 @@ def test_metrics_are_valid_prometheus_text(server):
         assert count == sum(v for (le, v) in buckets if le == float("inf")) > 0
 
 
-def test_cli_serves_until_sigterm(artifact):
-    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [artifact[1], "--port", "0"],
+def test_cli_serves_until_sigterm(cnn_artifact):
+    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [cnn_artifact[1], "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

@@ -17,15 +17,6 @@ from inferx_compiler.runtime.scheduler import Lane, RoutingPolicy, Scheduler, la
 from e2e_models import cnn
 
 
-@pytest.fixture(scope="module")
-def cnn_artifact(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serving")
-    path = save(cnn(), root / "cnn.onnx")
-    out = root / "cnn.ixa"
-    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2,4,8", "-o", str(out), "-q"]) == 0
-    return path, str(out)
-
-
 def test_bucket_latency_table_is_recorded(cnn_artifact):
     manifest = json.loads(zipfile.ZipFile(cnn_artifact[1]).read("manifest.json"))
     buckets = manifest["batch_buckets"]
