@@ -210,9 +210,23 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
     return "\n".join(lines)
 
 
+def plot(results: list[dict], device: str, path: str) -> str:
+    """Batcher at saturation over fixed full batches at the same process count, per model and
+    process count (1.0: as fast as full batches)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bench.report import bar_chart
+
+    bars = []
+    for r in results:
+        statics = {int(n): v for n, v in r["static_by_processes"].items()}
+        for n, sat in sorted(((int(n), v) for n, v in r["saturation_by_processes"].items())):
+            bars.append((f"{r['artifact']} {n}p", "inferx batcher", sat["throughput_rps"] / statics[n], "ok"))
+    return bar_chart(bars, f"saturation / static full batches, same processes ({device}; higher is better)", path)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("artifacts", nargs="+")
+    p.add_argument("artifacts", nargs="*")
     p.add_argument("--device", default="cpu")
     p.add_argument("--duration", type=float, default=3.0)
     p.add_argument("--out", default=None)
@@ -222,9 +236,19 @@ def main() -> int:
     p.add_argument("--pipeline-depth", type=int, default=None, help="batches in flight (see inferx-bench)")
     p.add_argument("--processes", default="1", help="server process counts to try at saturation, e.g. 1,2,4; "
                    "the open-loop sweeps use the best one")
+    p.add_argument("--replot", default=None, metavar="JSON",
+                   help="only draw serving_DEVICE.png beside an existing serving_DEVICE.json")
     p.add_argument("--trivial", default=None, help="prebuilt trivial-model artifact for the overhead "
                    "figure (built here for the cpu target when absent)")
     args = p.parse_args()
+    if args.replot:
+        with open(args.replot) as f:
+            doc = json.load(f)
+        png = os.path.splitext(args.replot)[0] + ".png"
+        print(plot(doc["results"], doc["results"][0]["device"], png), "->", png)
+        return 0
+    if not args.artifacts:
+        p.error("give the artifacts to measure (or --replot JSON)")
     if args.cpu_workers is not None:
         from inferx_compiler.runtime.devices import configure_cpu
 
@@ -247,6 +271,7 @@ def main() -> int:
             json.dump({"results": results, "overhead": overhead}, f, indent=1, default=str)
         with open(os.path.join(args.out, f"serving_{args.device}.md"), "w") as f:
             f.write(md + "\n")
+        plot(results, args.device, os.path.join(args.out, f"serving_{args.device}.png"))
     return 0
 
 

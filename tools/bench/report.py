@@ -137,6 +137,12 @@ def chart(doc, path) -> str:
         return "no rows"
     title = f"time / best peer (lower is better), {doc.get('mode', '')} {doc.get('date', '')}, " \
             f"{doc.get('machine', {}).get('threads', '?')} threads"
+    return bar_chart(bars, title, path)
+
+
+def bar_chart(bars, title: str, path) -> str:
+    """Horizontal bars of ratios, a line at 1.0: bars are (group label, system, ratio or None,
+    status); inferx systems in blue. matplotlib when importable, else a built-in PNG writer."""
     try:
         import matplotlib
 
