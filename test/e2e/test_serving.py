@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import zipfile
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import inferx_compiler
 from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.common import python_entry
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher, Priority
 from inferx_compiler.runtime.bench_inputs import random_feeds
@@ -124,3 +126,27 @@ def test_inferx_bench_json(cnn_artifact, capsys):
     assert main([cnn_artifact[1], "--rate", "50", "--duration", "0.5", "--warmup", "0.1", "--json",
                  "--no-batching"]) == 0
     assert json.loads(capsys.readouterr().out)["mean_batch"] == 1.0
+
+
+def test_inferx_bench_server_processes(cnn_artifact):
+    """--processes 2: two server processes, each with its share of the clients; figures merged."""
+    out = subprocess.run(python_entry("inferx_compiler.cli.bench") + [
+        cnn_artifact[1], "--processes", "2", "--concurrency", "6", "--duration", "0.5", "--warmup", "0.2",
+        "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["processes"] == 2 and result["concurrency"] == 6 and len(result["per_process_rps"]) == 2
+    assert result["requests"] > 0 and result["errors"] == 0 and result["mean_batch"] >= 1.0
+    assert result["throughput_rps"] == pytest.approx(sum(result["per_process_rps"]))
+
+
+def test_inferx_bench_bad_processes(cnn_artifact, capsys):
+    from inferx_compiler.cli.bench import main
+
+    assert main([cnn_artifact[1], "--processes", "0", "--duration", "0.1"]) != 0
+    assert "--processes must be >= 1" in capsys.readouterr().err
+
+
+def test_manifest_names_the_output_entry(cnn_artifact):
+    manifest = json.loads(zipfile.ZipFile(cnn_artifact[1]).read("manifest.json"))
+    assert manifest["entry_function"] == "main" and manifest["output_entry_function"] == "main$into"
