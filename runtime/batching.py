@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import queue
 import threading
 import time
@@ -115,8 +116,15 @@ class DynamicBatcher:
                  gather: Optional[GatherRunner] = None, default_pipeline_depth: int = 1):
         self.inputs = inputs
         self._names = tuple(s.name for s in inputs)
-        _check_batch_dim(inputs)
-        self._gather = gather or _concatenating_runner(run_batch, self._names)
+        # Inputs that do not all lead with one dynamic dim cannot share a batch: each request then
+        # runs alone, through the same queue (priorities, timeouts, bounded size) and threads.
+        self.batchable = _has_batch_dim(inputs)
+        if self.batchable:
+            self._gather = gather or _concatenating_runner(run_batch, self._names)
+        else:
+            config = dataclasses.replace(config, max_batch_size=1, preferred_batch_sizes=(), max_queue_delay_us=0)
+            buckets = ()
+            self._gather = _whole_request_runner(run_batch, self._names)
         self.config = config
         self.pipeline_depth = config.pipeline_depth or default_pipeline_depth
         self.clock = clock or MonotonicClock()
@@ -167,12 +175,14 @@ class DynamicBatcher:
         if known is not None:
             return dict(feeds), known[0], known[1]  # a copy: the caller may reuse its dict
         arrays = validate_feeds(feeds, self.inputs)
-        first = next(iter(arrays.values()))
-        rows = int(first.shape[0])
-        if rows > self.config.max_batch_size:
-            raise InputValidationError(
-                f"request has {rows} rows, more than max_batch_size={self.config.max_batch_size}")
-        shape_key = tuple((a.shape[1:], a.dtype.str) for a in arrays.values())
+        if self.batchable:
+            rows = int(next(iter(arrays.values())).shape[0])
+            if rows > self.config.max_batch_size:
+                raise InputValidationError(
+                    f"request has {rows} rows, more than max_batch_size={self.config.max_batch_size}")
+            shape_key = tuple((a.shape[1:], a.dtype.str) for a in arrays.values())
+        else:  # one request, one run
+            rows, shape_key = 1, tuple((a.shape, a.dtype.str) for a in arrays.values())
         if signature is not None and len(self._signatures) < _MAX_SIGNATURES and \
                 all(a is feeds[k] for k, a in arrays.items()) and tuple(feeds) == self._names:
             self._signatures[signature] = (rows, shape_key)
@@ -281,7 +291,7 @@ class DynamicBatcher:
     def _hand_out(self, batch: Batch, outcome, formed: float) -> None:
         """Resolve the batch's futures; its service time (formed -> every result handed out) is
         recorded: gathering the inputs, running, and handing the outputs back."""
-        _resolve(batch, outcome)
+        _resolve(batch, outcome, split=self.batchable)
         elapsed = time.perf_counter() - formed
         with self._stats_lock:
             self.stats.service_seconds.append(elapsed)
@@ -314,7 +324,8 @@ class DynamicBatcher:
         started = time.perf_counter()
         try:
             outputs = self._gather(parts, batch.rows, batch.bucket, slot)
-            _check_splittable(outputs, batch.bucket)
+            if self.batchable:
+                _check_splittable(outputs, batch.bucket)
         except BaseException as e:
             with self._stats_lock:
                 self.stats.failed_batches += 1
@@ -338,11 +349,15 @@ class DynamicBatcher:
                 t.join()
 
 
-def _resolve(batch: Batch, outcome) -> None:
-    """Hand each request its rows of the outputs (or the batch's exception)."""
+def _resolve(batch: Batch, outcome, split: bool = True) -> None:
+    """Hand each request its rows of the outputs (or the batch's exception); without `split`,
+    the batch is one request and gets the outputs whole."""
     if isinstance(outcome, BaseException):
         for r in batch.requests:
             r.future.set_exception(outcome)
+        return
+    if not split:
+        batch.requests[0].future.set_result(outcome)
         return
     start = 0
     for r in batch.requests:
@@ -373,9 +388,16 @@ def _concatenating_runner(run_batch: Callable[[dict], dict], names: tuple[str, .
     return run
 
 
-def _check_batch_dim(inputs: list[TensorSpec]) -> None:
-    names = {s.shape[0] for s in inputs if s.shape}
-    if len(names) != 1 or not isinstance(next(iter(names)), str):
-        raise InputValidationError(
-            "dynamic batching needs every input to lead with the same dynamic dim (e.g. 'batch'); "
-            f"this model's inputs lead with {sorted(map(str, names))}")
+def _whole_request_runner(run_batch: Callable[[dict], dict], names: tuple[str, ...]) -> GatherRunner:
+    """gather() for models that cannot batch: the one request's feeds, as they are."""
+
+    def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
+        return run_batch({name: arrays[0] for name, arrays in zip(names, parts)})
+
+    return run
+
+
+def _has_batch_dim(inputs: list[TensorSpec]) -> bool:
+    """Whether every input leads with the same dynamic dim (requests can share a batch)."""
+    leads = {s.shape[0] if s.shape else None for s in inputs}
+    return len(leads) == 1 and isinstance(next(iter(leads)), str)

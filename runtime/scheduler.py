@@ -107,5 +107,5 @@ def lane_for_session(session, config: BatchingConfig, *, name: Optional[str] = N
     buckets = tuple(b["size"] for b in session.artifact.manifest.batch_buckets or [])
     batcher = DynamicBatcher.for_session(session, config, buckets=buckets, name=name or session.device)
     if speed is None:
-        speed = measure_speed(session.run, random_feeds(session.inputs, config.max_batch_size))
+        speed = measure_speed(session.run, random_feeds(session.inputs, batcher.config.max_batch_size))
     return Lane(name or session.device, batcher, speed, latency_target_ms)

@@ -39,9 +39,10 @@ class Service:
             configure_cpu(options.cpu_workers)
         self.artifact = artifact
         self.sessions = [load(artifact, device=d) for d in (options.devices or (None,))]
-        self.config = batching_config(self.sessions[0], options)
-        lanes = [lane_for_session(s, self.config, name=f"{s.device}#{i}") for i, s in enumerate(self.sessions)]
+        requested = batching_config(self.sessions[0], options)
+        lanes = [lane_for_session(s, requested, name=f"{s.device}#{i}") for i, s in enumerate(self.sessions)]
         self.scheduler = Scheduler(lanes)
+        self.config = lanes[0].batcher.config  # as in force (a model that cannot batch runs requests alone)
 
     @property
     def inputs(self) -> list[TensorSpec]:

@@ -276,3 +276,17 @@ def test_pipelined_batches_with_many_threads():
         t.join()
     b.close()
     assert not errors and b.stats.requests == 1200 and b.stats.rows == 1200
+
+
+def test_inputs_without_a_batch_dim_run_one_request_per_batch():
+    """No shared dynamic leading dim: requests never share a run and get the outputs whole."""
+    specs = [TensorSpec("x", "float32", (2, 4))]
+    seen = []
+    b = DynamicBatcher(lambda f: seen.append(f["x"].shape) or {"y": f["x"] + 1}, specs,
+                       BatchingConfig(max_batch_size=8, max_queue_delay_us=1000), start=False)
+    assert not b.batchable and b.config.max_batch_size == 1
+    futures = [b.submit({"x": np.full((2, 4), i, np.float32)}) for i in range(3)]
+    while b.step() is not None:
+        pass
+    assert seen == [(2, 4)] * 3
+    assert [f.result()["y"][0, 0] for f in futures] == [1.0, 2.0, 3.0]

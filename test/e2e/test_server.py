@@ -212,3 +212,41 @@ def _samples(text: str) -> dict:
         items = tuple(sorted(re.findall(r'([a-zA-Z_]+)="([^"]*)"', labels)))
         out[(name, items)] = float(value)
     return out
+
+
+def test_a_model_without_a_batch_dim_is_served_one_request_at_a_time(tmp_path):
+    """Static shapes: nothing to batch along, so each request runs alone through the same queue."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from inferx_compiler.cli.compile import main as compile_main
+
+    g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["y"])], "static",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "s.onnx")
+    assert compile_main([str(tmp_path / "s.onnx"), "--target", "cpu", "-o", str(tmp_path / "s.ixa"), "-q"]) == 0
+    service = Service(str(tmp_path / "s.ixa"))
+    srv = InferenceServer(service, "s", port=0).start()
+    try:
+        assert not service.scheduler.lanes[0].batcher.batchable and service.config.max_batch_size == 1
+        results = [None] * 8
+
+        def client(i):
+            x = np.full((2, 3), float(i), np.float32)
+            results[i] = post(srv.url + "/v2/models/s/infer", {"inputs": [tensor("x", x)]})
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, (status, body) in enumerate(results):
+            assert status == 200 and body["outputs"][0]["shape"] == [2, 3]
+            assert body["outputs"][0]["data"] == [2.0 * i] * 6
+        status, body = post(srv.url + "/v2/models/s/infer",
+                            {"inputs": [tensor("x", np.zeros((1, 3), np.float32))]})
+        assert status == 400 and "input 'x'" in body["error"]
+    finally:
+        srv.shutdown()
