@@ -124,10 +124,16 @@ class InferenceSession:
         """Run on an entry's input buffers (the caller holds self._lock). With output buffers,
         results land in them and are copied out (the next call on the entry overwrites them);
         without, the module allocates them."""
-        if entry.output_views is None:
-            return self._collect(self._invoker(*entry.buffer_views))
-        results = self._collect(self._into_invoker(*entry.buffer_views, *entry.output_views))
-        return {name: np.array(arr, copy=True) for name, arr in results.items()}
+        if entry.output_views is not None:
+            try:
+                results = self._collect(self._into_invoker(*entry.buffer_views, *entry.output_views))
+                return {name: np.array(arr, copy=True) for name, arr in results.items()}
+            except ValueError:
+                # The results did not fit the buffers shaped from the manifest (a model whose
+                # declared output shape is not what it computes): let the module allocate them
+                # for this shape from now on. If that fails too, its error is the one raised.
+                entry.output_views = None
+        return self._collect(self._invoker(*entry.buffer_views))
 
     def _output_signature(self, input_shapes: list[tuple]) -> list[tuple] | None:
         """Each output's (shape, dtype) for inputs of these shapes, when the manifest fixes them

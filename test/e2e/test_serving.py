@@ -150,3 +150,20 @@ def test_inferx_bench_bad_processes(cnn_artifact, capsys):
 def test_manifest_names_the_output_entry(cnn_artifact):
     manifest = json.loads(zipfile.ZipFile(cnn_artifact[1]).read("manifest.json"))
     assert manifest["entry_function"] == "main" and manifest["output_entry_function"] == "main$into"
+
+
+def test_outputs_larger_than_declared_fall_back_to_module_buffers(tmp_path):
+    """The ONNX file declares y as [batch, 4] but Concat makes it [2 x batch, 4]: the output buffer
+    shaped from the declaration is too small, so the session lets the module allocate instead."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    g = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["y"], axis=0)], "odd",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "odd.onnx")
+    assert compile_main([str(tmp_path / "odd.onnx"), "--target", "cpu", "-o", str(tmp_path / "odd.ixa"), "-q"]) == 0
+    sess = inferx_compiler.load(str(tmp_path / "odd.ixa"))
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for _ in range(2):
+        np.testing.assert_array_equal(sess.run({"x": x})["y"], np.concatenate([x, x]))
