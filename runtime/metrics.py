@@ -10,7 +10,8 @@ dependency for them.
     registry.render()  # the /metrics body
 
 Values that live elsewhere (a batcher's statistics) are read at scrape time through
-`Registry.collector(fn)`: `fn()` yields (name, kind, help, [(labels, value)]) families.
+`Registry.collector(fn)`: `fn()` yields (name, kind, help, [(sample name, labels, value)])
+families. Server processes that share a port publish their families; `merge_families` adds them.
 """
 
 from __future__ import annotations
@@ -120,16 +121,38 @@ class Registry:
         self._metrics.append(metric)
         return metric
 
-    def render(self) -> str:
+    def families(self) -> list:
+        """Every family now: [(name, kind, help, [(sample name, labels, value)])]."""
         families = [(m.name, m.kind, m.help, m.samples()) for m in self._metrics]
         for fn in self._collectors:
             families += list(fn())
-        lines = []
+        return families
+
+    def render(self) -> str:
+        return render_families(self.families())
+
+
+def render_families(families: list) -> str:
+    lines = []
+    for name, kind, help_text, samples in families:
+        lines.append(f"# HELP {name} {_escape_help(help_text)}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines += [f"{sample}{_format_labels(labels)} {_format_value(value)}" for sample, labels, value in samples]
+    return "\n".join(lines) + "\n"
+
+
+def merge_families(snapshots: list[list]) -> list:
+    """Several processes' families as one: samples with the same name and labels add up
+    (counters, histogram buckets, sums and counts; gauges too: queue lengths add)."""
+    merged: dict[str, tuple] = {}
+    for families in snapshots:
         for name, kind, help_text, samples in families:
-            lines.append(f"# HELP {name} {_escape_help(help_text)}")
-            lines.append(f"# TYPE {name} {kind}")
-            lines += [f"{sample}{_format_labels(labels)} {_format_value(value)}" for sample, labels, value in samples]
-        return "\n".join(lines) + "\n"
+            _, _, _, acc = merged.setdefault(name, (name, kind, help_text, {}))
+            for sample, labels, value in samples:
+                key = (sample, tuple(sorted(labels.items())))
+                acc[key] = acc.get(key, 0) + value
+    return [(name, kind, help_text, [(sample, dict(labels), value) for (sample, labels), value in acc.items()])
+            for name, kind, help_text, acc in merged.values()]
 
 
 def _format_labels(labels: dict) -> str:

@@ -19,6 +19,7 @@ unknown model or path, 413 body too large, 503 queue full, 504 timed out in the 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -31,7 +32,7 @@ from inferx_compiler.errors import InputValidationError
 
 from .batch_queue import QueueFullError, RequestTimeoutError
 from .kserve import DTYPE_TO_DATATYPE, HEADER_LENGTH, RequestError, encode_response, parse_request
-from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, Registry, histogram_samples
+from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, Registry, histogram_samples, merge_families, render_families
 
 MAX_BODY_BYTES = 256 << 20
 
@@ -39,10 +40,16 @@ MAX_BODY_BYTES = 256 << 20
 class InferenceServer:
     """Serves one model (a `Service`) over HTTP; `start()` runs it in a background thread."""
 
-    def __init__(self, service, name: str, host: str = "127.0.0.1", port: int = 8000):
+    def __init__(self, service, name: str, host: str = "127.0.0.1", port: int = 8000, *,
+                 reuse_port: bool = False, metrics_dir: Optional[str] = None, worker_index: int = 0):
+        """`reuse_port`: several server processes listen on the same port (the kernel spreads
+        connections over them); each then publishes its metrics in `metrics_dir`, and /metrics
+        answers with the sum over all of them."""
         self.service, self.name = service, name
         self.metrics = ServerMetrics(name, service)
-        self._http = _HTTPServer((host, port), _handler_class(self))
+        if metrics_dir is not None:
+            self.metrics.share(metrics_dir, worker_index)
+        self._http = _bind(host, port, _handler_class(self), reuse_port)
         self._thread: Optional[threading.Thread] = None
 
     @property
@@ -65,6 +72,7 @@ class InferenceServer:
     def shutdown(self) -> None:
         self._http.shutdown()
         self._http.server_close()
+        self.metrics.stop_sharing()
         self.service.close()
 
     # -- protocol -------------------------------------------------------------------------
@@ -97,10 +105,21 @@ class ServerMetrics:
                                                "Time from receiving an inference request to answering it.",
                                                ("model",), LATENCY_BUCKETS)
         self.registry.collector(self._batching_families)
+        self._shared: Optional[_SharedMetrics] = None
 
     def observe(self, code: int, seconds: float) -> None:
         self.requests.inc(model=self.model, code=str(code))
         self.latency.observe(seconds, model=self.model)
+
+    def render(self) -> str:
+        return self._shared.render() if self._shared else self.registry.render()
+
+    def share(self, directory: str, index: int) -> None:
+        self._shared = _SharedMetrics(self.registry, directory, index)
+
+    def stop_sharing(self) -> None:
+        if self._shared:
+            self._shared.stop()
 
     def _batching_families(self):
         from .batching import EXEC_BUCKETS
@@ -135,9 +154,60 @@ class ServerMetrics:
         return {"model": self.model, "lane": lane}
 
 
+class _SharedMetrics:
+    """One of several server processes on a port: its families go to DIR/worker-INDEX.json (every
+    `interval` seconds and at each scrape); a scrape answers with the sum over every worker's file,
+    so other workers' figures are at most `interval` old."""
+
+    def __init__(self, registry: Registry, directory: str, index: int, interval: float = 0.5):
+        self.registry, self.directory, self.interval = registry, directory, interval
+        self.path = os.path.join(directory, f"worker-{index}.json")
+        self._stop = threading.Event()
+        self.publish()
+        threading.Thread(target=self._loop, name="inferx-metrics", daemon=True).start()
+
+    def publish(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.registry.families(), f)
+        os.replace(tmp, self.path)
+
+    def render(self) -> str:
+        self.publish()
+        snapshots = []
+        for entry in sorted(os.listdir(self.directory)):
+            if entry.startswith("worker-") and entry.endswith(".json"):
+                try:
+                    with open(os.path.join(self.directory, entry)) as f:
+                        snapshots.append(json.load(f))
+                except (OSError, ValueError):  # a worker gone or mid-write: skip it this time
+                    continue
+        return render_families(merge_families(snapshots))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.publish()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024  # listen backlog: many clients connecting at once are not refused
+
+
+def _bind(host: str, port: int, handler, reuse_port: bool) -> _HTTPServer:
+    httpd = _HTTPServer((host, port), handler, bind_and_activate=False)
+    try:
+        if reuse_port:
+            httpd.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        httpd.server_bind()
+        httpd.server_activate()
+    except BaseException:
+        httpd.server_close()
+        raise
+    return httpd
 
 
 def _handler_class(server: InferenceServer):
@@ -158,7 +228,7 @@ def _handler_class(server: InferenceServer):
             path = self.path.split("?", 1)[0].rstrip("/")
             model_path = f"/v2/models/{server.name}"
             if path == "/metrics":
-                return self._send(200, server.metrics.registry.render().encode(), CONTENT_TYPE)
+                return self._send(200, server.metrics.render().encode(), CONTENT_TYPE)
             if path in ("/v2/health/live", "/v2/health/ready", model_path + "/ready"):
                 return self._json(200, {"live": True} if path.endswith("live") else {"ready": True})
             if path == "/v2":

@@ -3,13 +3,14 @@ batching and Prometheus metrics.
 
     inferx-serve model.ixa --port 8000                         batching from the bucket table
     inferx-serve model.ixa --device cuda:0 --device cuda:1     one scheduler, a lane per device
+    inferx-serve model.ixa --workers 4                         4 server processes on one port
     curl localhost:8000/v2/models/model                        metadata
     curl -d '{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}' \\
          localhost:8000/v2/models/model/infer
     curl localhost:8000/metrics                                Prometheus text format
 
-Prints one line, `serving NAME on http://HOST:PORT`, once the model is loaded (with the
-real port when --port 0 asks for any free one); SIGINT/SIGTERM stop it cleanly.
+Prints one line, `serving NAME on http://HOST:PORT` (plus ` (N workers)`), once the model is
+loaded (with the real port when --port 0 asks for any free one); SIGINT/SIGTERM stop it cleanly.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 from .common import run_cli
 
@@ -28,6 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default=None, help="model name in the URLs (default: the file name without .ixa)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="server processes sharing the port, each with its own session and batcher (default 1)")
     p.add_argument("--device", action="append", default=None,
                    help="device to serve on (repeat for several lanes under one scheduler)")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")
@@ -47,21 +51,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _work(args) -> int:
     from inferx_compiler.errors import InputValidationError
-    from inferx_compiler.runtime.server import InferenceServer
-    from inferx_compiler.runtime.service import Service, ServiceOptions
 
     if not 0 <= args.port <= 65535:
         raise InputValidationError(f"--port must be in 0..65535, got {args.port}")
+    if args.workers < 1:
+        raise InputValidationError(f"--workers must be >= 1, got {args.workers}")
     name = args.name or os.path.splitext(os.path.basename(args.artifact))[0]
-    service = Service(args.artifact, ServiceOptions(
-        devices=args.device or (None,), batching=not args.no_batching, max_batch_size=args.max_batch_size,
-        max_queue_delay_us=args.max_queue_delay_us, pipeline_depth=args.pipeline_depth,
-        cpu_workers=args.cpu_workers))
-    try:
-        server = InferenceServer(service, name, args.host, args.port)
-    except OSError as e:
-        service.close()
-        raise InputValidationError(f"cannot listen on {args.host}:{args.port} ({e.strerror or e})") from None
+    if args.workers > 1:
+        return _serve_workers(args, name)
+    server = _server(args, name, args.port)
     signal.signal(signal.SIGTERM, _stop)
     print(f"serving {name} on {server.url}", flush=True)
     try:
@@ -71,6 +69,86 @@ def _work(args) -> int:
     finally:
         server.shutdown()
     return 0
+
+
+def _server(args, name: str, port: int, **shared):
+    from inferx_compiler.errors import InputValidationError
+    from inferx_compiler.runtime.server import InferenceServer
+    from inferx_compiler.runtime.service import Service, ServiceOptions
+
+    service = Service(args.artifact, ServiceOptions(
+        devices=args.device or (None,), batching=not args.no_batching, max_batch_size=args.max_batch_size,
+        max_queue_delay_us=args.max_queue_delay_us, pipeline_depth=args.pipeline_depth,
+        cpu_workers=args.cpu_workers))
+    try:
+        return InferenceServer(service, name, args.host, port, **shared)
+    except OSError as e:
+        service.close()
+        raise InputValidationError(f"cannot listen on {args.host}:{port} ({e.strerror or e})") from None
+
+
+def _serve_workers(args, name: str) -> int:
+    """--workers N: N server processes on one port (SO_REUSEPORT), each with its own session,
+    batcher and interpreter; /metrics on any of them sums them all."""
+    import multiprocessing
+    import shutil
+    import socket
+    import tempfile
+
+    from inferx_compiler.errors import InferXError
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # holds the port while workers start
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        probe.bind((args.host, args.port))
+    except OSError as e:
+        raise InferXError(f"cannot listen on {args.host}:{args.port} ({e.strerror or e})") from None
+    port = probe.getsockname()[1]
+    metrics_dir = tempfile.mkdtemp(prefix="inferx-metrics-")
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=(vars(args), name, port, metrics_dir, i, ready), daemon=True)
+               for i in range(args.workers)]
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        for w in workers:
+            w.start()
+        failed = [msg for kind, msg in (ready.get() for _ in workers) if kind == "error"]
+        probe.close()
+        if failed:
+            raise InferXError(f"{len(failed)} of {args.workers} server processes failed: {failed[0]}")
+        print(f"serving {name} on http://{args.host}:{port} ({args.workers} workers)", flush=True)
+        while all(w.is_alive() for w in workers):
+            time.sleep(0.2)
+        raise InferXError("a server process ended unexpectedly; stopping the others")
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        probe.close()
+        for w in workers:
+            if w.is_alive():
+                w.terminate()  # SIGTERM: each shuts down cleanly
+        for w in workers:
+            w.join(timeout=30)
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _worker(options: dict, name: str, port: int, metrics_dir: str, index: int, ready) -> None:
+    args = argparse.Namespace(**options)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers (SIGTERM)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        server = _server(args, name, port, reuse_port=True, metrics_dir=metrics_dir, worker_index=index)
+    except BaseException as e:
+        ready.put(("error", f"{type(e).__name__}: {e}"))
+        return
+    ready.put(("ok", server.url))
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
 
 
 def _stop(signum, frame):

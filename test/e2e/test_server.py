@@ -250,3 +250,37 @@ def test_a_model_without_a_batch_dim_is_served_one_request_at_a_time(tmp_path):
         assert status == 400 and "input 'x'" in body["error"]
     finally:
         srv.shutdown()
+
+
+def test_cli_workers_share_the_port_and_sum_their_metrics(cnn_artifact):
+    """--workers 2: two server processes on one port; /metrics on either counts both."""
+    import time
+
+    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [cnn_artifact[1], "--port", "0",
+                                                                         "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.match(r"serving cnn on (http://127\.0\.0\.1:\d+) \(2 workers\)$", line.strip())
+        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
+        url = match.group(1)
+        x = np.ones((1, 3, 32, 32), np.float32)
+        results = []
+
+        def client():
+            for _ in range(10):  # a new connection each time: the kernel spreads them over the workers
+                results.append(post(url + "/v2/models/cnn/infer", {"inputs": [tensor("x", x)]})[0])
+
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results == [200] * 40
+        time.sleep(1.0)  # other workers publish their figures every 0.5 s
+        samples = _samples(get(url + "/metrics")[1])
+        assert samples[("inferx_requests_total", (("code", "200"), ("model", "cnn")))] == 40
+        assert samples[("inferx_batch_rows_total", (("lane", "cpu#0"), ("model", "cnn")))] >= 40
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
