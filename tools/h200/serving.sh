@@ -10,22 +10,23 @@ mkdir -p "$OUT/depth1"
 nvidia-smi --query-gpu=name,driver_version --format=csv | tee "$OUT/gpu.txt"
 # results through the reused output buffers (@main$into) against onnxruntime
 [ "${CHECK:-1}" = 1 ] && python3 tools/h200/check_artifacts.py .h200 --batches 1,7,64 --rounds 5 --out "$OUT/check.json" | tail -8
-python3 tools/serving_figures.py .h200/cnn.ixa .h200/encoder.ixa --device cuda --trivial .h200/t/trivial.ixa \
+[ "${FIGURES:-1}" = 1 ] && python3 tools/serving_figures.py .h200/cnn.ixa .h200/encoder.ixa --device cuda --trivial .h200/t/trivial.ixa \
   --duration ${DURATION:-3} --processes ${PROCESSES:-1,2,4,8} --out "$OUT" 2>&1 | tee "$OUT/log.txt" | grep -v "^    rate"
 # HTTP: inferx-serve on the GPU, closed-loop clients in 8 processes (binary tensors), batching on / off
 ROOT=$PWD
 serve() {  # artifact port extra-args...; from /tmp: the checkout's inferx_compiler/ would shadow the package
   (cd /tmp && exec python3 -c "import sys; sys.path.pop(0); from inferx_compiler.cli.serve import main; sys.exit(main())" \
-    "$ROOT/${ARTIFACTS:-.h200}/$1.ixa" --device ${DEVICE:-cuda} --port "$2" "${@:3}") > "$OUT/serve_$2.log" 2>&1 &
+    "$ROOT/${ARTIFACTS:-.h200}/$1.ixa" --device ${DEVICE:-cuda} --port "$2" --workers ${WORKERS:-1} "${@:3}") \
+    > "$OUT/serve_$2.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 60); do grep -q serving "$OUT/serve_$2.log" && return; sleep 1; done
 }
-[ "${HTTP:-1}" = 1 ] && for a in cnn encoder; do
+[ "${HTTP:-1}" = 1 ] && for a in ${MODELS:-cnn encoder}; do
   for mode in batching no-batching; do
     port=$((8200 + RANDOM % 700))
     if [ $mode = batching ]; then serve $a $port; else serve $a $port --no-batching; fi
-    python3 tools/http_load.py http://127.0.0.1:$port $a --concurrency ${HTTP_CONCURRENCY:-64} --duration 5 --procs 8 \
-      | tee "$OUT/http_${a}_${mode}.json"
+    python3 tools/http_load.py http://127.0.0.1:$port $a --concurrency ${HTTP_CONCURRENCY:-64} --duration 5 \
+      --procs ${HTTP_PROCS:-8} | tee "$OUT/http_${a}_${mode}_w${WORKERS:-1}.json"
     kill $SERVER_PID; wait $SERVER_PID || true
   done
 done
