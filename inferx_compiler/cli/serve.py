@@ -62,13 +62,18 @@ def _work(args) -> int:
     server = _server(args, name, args.port)
     signal.signal(signal.SIGTERM, _stop)
     print(f"serving {name} on {server.url}", flush=True)
+    _serve_until_stopped(server)
+    return 0
+
+
+def _serve_until_stopped(server) -> None:
+    """Serve until SIGINT/SIGTERM (raised here as KeyboardInterrupt), then shut down cleanly."""
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.shutdown()
-    return 0
 
 
 def _server(args, name: str, port: int, **shared):
@@ -143,12 +148,7 @@ def _worker(options: dict, name: str, port: int, metrics_dir: str, index: int, r
         ready.put(("error", f"{type(e).__name__}: {e}"))
         return
     ready.put(("ok", server.url))
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
+    _serve_until_stopped(server)
 
 
 def _stop(signum, frame):
