@@ -8,13 +8,16 @@ never stalls the device:
 
   * `submit()` checks a request against the model's inputs once per distinct shape signature
     (later requests with the same signature skip the full check) and queues it;
-  * `pipeline_depth` batch threads (2 on GPUs, 1 on CPUs by default) each form a batch and gather its request
-    rows straight into their own set of the session's reused input buffers (`gather`); runs
-    are serialized on the device, so while one batch runs (the interpreter lock is released
-    then) the next is already formed and written, waiting for the device;
+  * `pipeline_depth` batch threads (2 on GPUs, 1 on CPUs by default) each form a batch and
+    gather its request rows straight into their own set of the session's reused input buffers
+    (`gather`); runs are serialized on the device, so while one batch runs (the interpreter
+    lock is released then) the next is already formed and written, waiting for the device;
   * a completion thread slices the outputs back and resolves the futures, so no batch thread
     spends device time handing results out (when nothing else waits, the batch thread resolves
     them itself: one thread hand-off fewer for a lone request).
+
+A model whose inputs do not all lead with one dynamic dim cannot batch: each request then runs
+alone, through the same queue and threads.
 """
 
 from __future__ import annotations

@@ -67,11 +67,14 @@ class Service:
         lanes = [lane.batcher.stats for lane in self.scheduler.lanes]
         rows, batches = sum(s.rows for s in lanes), sum(s.batches for s in lanes)
         padded = sum(s.padded_rows for s in lanes)
+        def across(values, reduce) -> float:
+            return float(reduce(values)) if batches else float("nan")
+
         return {"rows": rows, "batches": batches, "padded_rows": padded,
                 "mean_batch": rows / batches if batches else 0.0,
-                "median_batch_exec_ms": float(np.nanmedian([s.exec_ms(50) for s in lanes])) if batches else float("nan"),
-                "p99_batch_exec_ms": float(np.nanmax([s.exec_ms(99) for s in lanes])) if batches else float("nan"),
-                "median_batch_service_ms": float(np.nanmedian([s.service_ms(50) for s in lanes])) if batches else float("nan"),
+                "median_batch_exec_ms": across([s.exec_ms(50) for s in lanes], np.nanmedian),
+                "p99_batch_exec_ms": across([s.exec_ms(99) for s in lanes], np.nanmax),
+                "median_batch_service_ms": across([s.service_ms(50) for s in lanes], np.nanmedian),
                 "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
                 "routed": dict(self.scheduler.routed)}
 

@@ -5,8 +5,9 @@
 Each client keeps one HTTP/1.1 connection and sends its next request when the last one is
 answered; clients are spread over --procs processes (default: one per 16 clients) so the load
 generator is not what limits the figure. Inputs are random, shaped from the model's metadata
-(dynamic dims: --rows for the first, 1 for others), sent as binary tensors (--json: as lists). Prints one JSON line: throughput_rps,
-p50_ms/p95_ms/p99_ms, errors, and the server's batch figures read from /metrics.
+(dynamic dims: --rows for the first, 1 for others), sent as binary tensors (--json: as lists).
+Prints one JSON line: throughput_rps, p50_ms/p95_ms/p99_ms, errors, and the server's mean batch
+read from /metrics.
 """
 
 from __future__ import annotations
