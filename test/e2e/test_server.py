@@ -284,3 +284,12 @@ def test_cli_workers_share_the_port_and_sum_their_metrics(cnn_artifact):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
+
+
+def test_body_over_the_limit_is_refused(server, monkeypatch):
+    import inferx_compiler.runtime.server as server_module
+
+    monkeypatch.setattr(server_module, "MAX_BODY_BYTES", 100)
+    status, body = post(server.url + "/v2/models/cnn/infer",
+                        {"inputs": [tensor("x", np.zeros((1, 3, 32, 32), np.float32))]})
+    assert status == 413 and "over the limit of 100" in body["error"]
