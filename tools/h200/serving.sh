@@ -2,6 +2,11 @@
 # Serving figures on a lent H200 (run from the repository root on the device machine).
 # Carries: .whl/ (inferx wheel + iree-base-runtime cp312 wheel), .h200/{cnn,encoder}.{onnx,ixa} and
 # .h200/t/trivial.ixa built here for --target h200 --batch-sizes 1,2,4,8,16,32,64.
+# Parts, each on unless set to 0: CHECK (results vs onnxruntime), FIGURES (tools/serving_figures.py
+# with PROCESSES=1,2,4,8), HTTP (inferx-serve + tools/http_load.py for MODELS, with WORKERS server
+# processes, HTTP_CONCURRENCY clients in HTTP_PROCS processes). Results under $OUT.
+#   CHECK=0 HTTP=0 PROCESSES=1,4,12 bash tools/h200/serving.sh        (docs/serving/serving_cuda.*)
+#   FIGURES=0 CHECK=0 WORKERS=6 HTTP_CONCURRENCY=192 bash tools/h200/serving.sh   (docs/serving/http/)
 set -e
 pip install -q --no-deps --target /tmp/site .whl/*.whl 2>&1 | grep -v "running pip as" || true
 export PYTHONPATH=/tmp/site
