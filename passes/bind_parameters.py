@@ -22,6 +22,7 @@ import dataclasses
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
 
 from .base import ModulePass, PassFailure
+from .func_util import arg_attrs, public_functions
 
 IMPL_PREFIX = "_inferx_impl_"
 
@@ -34,28 +35,16 @@ class BindParameters(ModulePass):
     scope: str = "model"
 
     def run(self, module) -> None:
-        for func_op in _public_functions(module):
+        for func_op in public_functions(module):
             keys = _parameter_keys(func_op)
             if any(k is not None for k in keys):
                 _bind(module, func_op, keys, self.scope)
 
 
-def _public_functions(module):
-    body = module.regions[0].blocks[0]
-    return [op.operation for op in body.operations
-            if op.operation.name == "func.func" and "sym_visibility" not in op.operation.attributes]
-
-
 def _parameter_keys(func_op) -> list:
     from iree.compiler import ir
 
-    if "arg_attrs" not in func_op.attributes:
-        return []
-    keys = []
-    for d in ir.ArrayAttr(func_op.attributes["arg_attrs"]):
-        d = ir.DictAttr(d)
-        keys.append(ir.StringAttr(d[PARAMETER_ATTR]).value if PARAMETER_ATTR in d else None)
-    return keys
+    return [ir.StringAttr(d[PARAMETER_ATTR]).value if PARAMETER_ATTR in d else None for d in arg_attrs(func_op)]
 
 
 def _bind(module, func_op, keys: list, scope: str) -> None:

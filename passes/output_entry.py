@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from .base import ModulePass, PassFailure
+from .func_util import arg_attrs, public_functions
 
 SUFFIX = "$into"
 OUTPUT_ATTR = "iree.abi.output"
@@ -36,7 +37,7 @@ class AddOutputEntry(ModulePass):
         body = module.regions[0].blocks[0]
         symbols = {ir.StringAttr(op.operation.attributes["sym_name"]).value: op.operation
                    for op in body.operations if "sym_name" in op.operation.attributes}
-        for func_op in _public_functions(body):
+        for func_op in public_functions(module):
             name = ir.StringAttr(func_op.attributes["sym_name"]).value
             if name.endswith(SUFFIX):
                 continue
@@ -52,22 +53,8 @@ class AddOutputEntry(ModulePass):
             _add_entry(module, func_op, name, ftype)
 
 
-def _public_functions(body) -> list:
-    return [op.operation for op in body.operations
-            if op.operation.name == "func.func" and "sym_visibility" not in op.operation.attributes
-            and len(op.operation.regions[0].blocks) > 0]
-
-
-def _arg_attrs(func_op) -> list:
-    from iree.compiler import ir
-
-    if "arg_attrs" not in func_op.attributes:
-        return []
-    return [ir.DictAttr(d) for d in ir.ArrayAttr(func_op.attributes["arg_attrs"])]
-
-
 def _is_output_entry(op) -> bool:
-    return op.name == "func.func" and any(OUTPUT_ATTR in d for d in _arg_attrs(op))
+    return op.name == "func.func" and any(OUTPUT_ATTR in d for d in arg_attrs(op))
 
 
 def _add_entry(module, func_op, name: str, ftype) -> None:
@@ -80,9 +67,9 @@ def _add_entry(module, func_op, name: str, ftype) -> None:
         body = module.regions[0].blocks[0]
         with ir.InsertionPoint(body):
             entry_fn = func.FuncOp(name + SUFFIX, ir.FunctionType.get(inputs + results, results))
-            arg_attrs = _arg_attrs(func_op) or [ir.DictAttr.get({}) for _ in inputs]  # inputs keep theirs
-            arg_attrs += [ir.DictAttr.get({OUTPUT_ATTR: ir.IntegerAttr.get(index, i)}) for i in range(len(results))]
-            entry_fn.attributes["arg_attrs"] = ir.ArrayAttr.get(arg_attrs)
+            attrs = arg_attrs(func_op) or [ir.DictAttr.get({}) for _ in inputs]  # inputs keep theirs
+            attrs += [ir.DictAttr.get({OUTPUT_ATTR: ir.IntegerAttr.get(index, i)}) for i in range(len(results))]
+            entry_fn.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
             block = entry_fn.add_entry_block()
         with ir.InsertionPoint(block):
             call = func.CallOp(results, name, list(block.arguments)[:len(inputs)])
