@@ -23,7 +23,6 @@ alone, through the same queue and threads.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import dataclasses
 import queue
 import threading
@@ -40,7 +39,9 @@ from inferx_compiler.tensor_spec import TensorSpec
 
 from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClock, PendingRequest, Priority,
                           QueueFullError, RequestTimeoutError)
+from .buffers import concat_padded
 from .interpreter import tune_for_serving
+from .metrics import BucketCounts
 from .validation import validate_feeds
 
 __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
@@ -65,27 +66,23 @@ class BatcherStats:
     rejected: int = 0
     timed_out: int = 0
     batch_histogram: Counter = field(default_factory=Counter)  # rows in a batch -> batches
-    exec_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))  # recent batch run times
-    # every batch's run time, counted per EXEC_BUCKETS bound (the last: above all), and their sum
-    exec_counts: list = field(default_factory=lambda: [0] * (len(EXEC_BUCKETS) + 1))
-    exec_total_s: float = 0.0
+    exec_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))  # recent batches' run times
+    exec_buckets: BucketCounts = field(default_factory=lambda: BucketCounts(EXEC_BUCKETS))  # every batch's
+    # recent batches' service times: formed -> run -> every result handed out
+    service_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))
 
     def observe_exec(self, seconds: float) -> None:
         self.exec_seconds.append(seconds)
-        self.exec_counts[bisect.bisect_left(EXEC_BUCKETS, seconds)] += 1
-        self.exec_total_s += seconds
+        self.exec_buckets.observe(seconds)
 
-    # recent batches' service times: formed -> run -> every result handed out
-    service_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))
+    def exec_ms(self, percentile: float = 50) -> float:
+        """A percentile of the recent batches' run times (gathering the rows and running them)."""
+        return _percentile_ms(self.exec_seconds, percentile)
 
     def service_ms(self, percentile: float = 50) -> float:
         """A percentile of the recent batches' service times (gather, run, hand the results out:
         Triton's compute input + infer + output)."""
-        return float(np.percentile(self.service_seconds, percentile)) * 1e3 if self.service_seconds else float("nan")
-
-    def exec_ms(self, percentile: float = 50) -> float:
-        """A percentile of the recent batches' run times (gathering the rows and running them)."""
-        return float(np.percentile(self.exec_seconds, percentile)) * 1e3 if self.exec_seconds else float("nan")
+        return _percentile_ms(self.service_seconds, percentile)
 
     @property
     def batch_sizes(self) -> list[int]:
@@ -100,6 +97,10 @@ class BatcherStats:
     def padding_waste(self) -> float:
         total = self.rows + self.padded_rows
         return self.padded_rows / total if total else 0.0
+
+
+def _percentile_ms(seconds: deque, percentile: float) -> float:
+    return float(np.percentile(seconds, percentile)) * 1e3 if seconds else float("nan")
 
 
 class DynamicBatcher:
@@ -381,12 +382,9 @@ def _concatenating_runner(run_batch: Callable[[dict], dict], names: tuple[str, .
     bucket by repeating the last row."""
 
     def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
-        feeds = {}
-        for name, arrays in zip(names, parts):
-            if bucket > rows:
-                arrays = arrays + [np.repeat(arrays[-1][-1:], bucket - rows, axis=0)]
-            feeds[name] = np.concatenate(arrays, axis=0) if len(arrays) > 1 else arrays[0]
-        return run_batch(feeds)
+        alone = len(parts[0]) == 1 and rows == bucket  # one request filling its bucket: as it is
+        return run_batch({name: arrays[0] if alone else concat_padded(arrays, rows, bucket)
+                          for name, arrays in zip(names, parts)})
 
     return run
 

@@ -65,3 +65,21 @@ class StagingBuffers:
             buffer_views.append(rt.HalBufferView(buf, shape, map_dtype_to_element_type(dtype)))
             mappings.append(mapping)
         return _Staged(host_views, buffer_views, mappings)
+
+
+def write_rows(view: np.ndarray, arrays: list[np.ndarray], rows: int) -> None:
+    """Fill `view` (a bucket's rows) with the arrays' `rows` rows in order, then repeat the last
+    row to the end (padding to the bucket)."""
+    if len(arrays) == 1:
+        np.copyto(view[:rows], arrays[0])
+    else:
+        np.concatenate(arrays, axis=0, out=view[:rows])
+    if rows < view.shape[0]:
+        view[rows:] = view[rows - 1]
+
+
+def concat_padded(arrays: list[np.ndarray], rows: int, bucket: int) -> np.ndarray:
+    """The arrays concatenated along the batch dim and padded to `bucket` rows (a new array)."""
+    out = np.empty((bucket,) + arrays[0].shape[1:], arrays[0].dtype)
+    write_rows(out, arrays, rows)
+    return out

@@ -61,6 +61,22 @@ class Gauge(Counter):
             self._series[key] = float(value)
 
 
+class BucketCounts:
+    """Observations counted per upper bound (the last count: above every bound), and their sum."""
+
+    def __init__(self, bounds: Iterable[float]):
+        self.bounds = tuple(sorted(bounds))
+        self.counts = [0] * (len(self.bounds) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float, times: int = 1) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += times
+        self.total += value * times
+
+    def samples(self, name: str, labels: dict) -> list:
+        return histogram_samples(name, labels, self.bounds, list(self.counts), self.total)
+
+
 class Histogram(_Metric):
     kind = "histogram"
 
@@ -73,18 +89,13 @@ class Histogram(_Metric):
         with self._lock:
             counts = self._series.get(key)
             if counts is None:
-                counts = self._series[key] = [[0] * (len(self.buckets) + 1), 0.0]
-            counts[0][bisect.bisect_left(self.buckets, value)] += 1
-            counts[1] += value
+                counts = self._series[key] = BucketCounts(self.buckets)
+            counts.observe(value)
 
     def samples(self) -> list[tuple[str, dict, float]]:
         with self._lock:
-            series = [(k, list(c[0]), c[1]) for k, c in self._series.items()]
-        out = []
-        for key, counts, total in series:
-            labels = dict(zip(self.label_names, key))
-            out += histogram_samples(self.name, labels, self.buckets, counts, total)
-        return out
+            return [s for key, counts in self._series.items()
+                    for s in counts.samples(self.name, dict(zip(self.label_names, key)))]
 
 
 def histogram_samples(name: str, labels: dict, bounds: tuple, counts: list[int], total: float) -> list:

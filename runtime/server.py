@@ -32,7 +32,7 @@ from inferx_compiler.errors import InputValidationError
 
 from .batch_queue import QueueFullError, RequestTimeoutError
 from .kserve import DTYPE_TO_DATATYPE, HEADER_LENGTH, RequestError, encode_response, parse_request
-from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, Registry, histogram_samples, merge_families, render_families
+from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, BucketCounts, Registry, merge_families, render_families
 
 MAX_BODY_BYTES = 256 << 20
 
@@ -122,7 +122,6 @@ class ServerMetrics:
             self._shared.stop()
 
     def _batching_families(self):
-        from .batching import EXEC_BUCKETS
 
         lanes = [(lane.name, lane.batcher) for lane in self.service.scheduler.lanes]
         counters = [("inferx_batches_total", "Batches run.", lambda s: s.batches),
@@ -138,14 +137,11 @@ class ServerMetrics:
         sizes = sorted({1, *[2 ** k for k in range(12)], *[lane[1].config.max_batch_size for lane in lanes]})
         size_samples, exec_samples = [], []
         for lane, b in lanes:
-            hist = dict(b.stats.batch_histogram)
-            counts = [0] * (len(sizes) + 1)
-            for rows, n in hist.items():
-                counts[next((i for i, s in enumerate(sizes) if rows <= s), len(sizes))] += n
-            size_samples += histogram_samples("inferx_batch_size", self._labels(lane), tuple(sizes), counts,
-                                              float(sum(r * n for r, n in hist.items())))
-            exec_samples += histogram_samples("inferx_batch_exec_seconds", self._labels(lane), EXEC_BUCKETS,
-                                              list(b.stats.exec_counts), b.stats.exec_total_s)
+            batch_sizes = BucketCounts(sizes)
+            for rows, n in dict(b.stats.batch_histogram).items():
+                batch_sizes.observe(rows, n)
+            size_samples += batch_sizes.samples("inferx_batch_size", self._labels(lane))
+            exec_samples += b.stats.exec_buckets.samples("inferx_batch_exec_seconds", self._labels(lane))
         yield "inferx_batch_size", "histogram", "Request rows per batch run.", size_samples
         yield ("inferx_batch_exec_seconds", "histogram",
                "Time to write a batch into the device buffers, run it and read the results.", exec_samples)

@@ -10,7 +10,7 @@ from inferx_compiler.artifact import Artifact
 from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import TensorSpec
 
-from .buffers import StagingBuffers
+from .buffers import StagingBuffers, concat_padded, write_rows
 from .devices import bind_thread_to_device, check_compatible, default_device_for, hal_device, parse_device
 from .validation import validate_feeds
 
@@ -110,13 +110,13 @@ class InferenceSession:
         repeating the last row (no intermediate concatenation). Different slots are written
         concurrently (one writer per slot); runs on the device are serialized."""
         if any(s.dtype == "bool" for s in self.inputs):
-            return self.run({s.name: _concat_padded(p, rows, bucket) for s, p in zip(self.inputs, parts)})
+            return self.run({s.name: concat_padded(p, rows, bucket) for s, p in zip(self.inputs, parts)})
         signature = [((bucket,) + p[0].shape[1:], p[0].dtype) for p in parts]
         bind_thread_to_device(self.device_spec)
         outputs = self._output_signature([shape for shape, _ in signature])
         entry = self._staging.entry(signature, slot=slot + 1, outputs=outputs)  # slot 0 is run()'s
         for view, arrays in zip(entry.host_views, parts):
-            _write_rows(view, arrays, rows)
+            write_rows(view, arrays, rows)
         with self._lock:
             return self._invoke(entry)
 
@@ -164,22 +164,6 @@ class InferenceSession:
 # Output dtypes a caller-side buffer can hold exactly as IREE writes them (bool, bfloat16 and
 # unsigned outputs come back through the module's own buffers and the conversions below).
 STORABLE_DTYPES = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64"})
-
-
-def _write_rows(view: np.ndarray, arrays: list[np.ndarray], rows: int) -> None:
-    """Fill `view` (bucket rows) with the arrays' rows, then repeat the last row to the end."""
-    if len(arrays) == 1:
-        np.copyto(view[:rows], arrays[0])
-    else:
-        np.concatenate(arrays, axis=0, out=view[:rows])
-    if rows < view.shape[0]:
-        view[rows:] = view[rows - 1]
-
-
-def _concat_padded(arrays: list[np.ndarray], rows: int, bucket: int) -> np.ndarray:
-    out = np.empty((bucket,) + arrays[0].shape[1:], arrays[0].dtype)
-    _write_rows(out, arrays, rows)
-    return out
 
 
 def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
