@@ -77,15 +77,14 @@ def measure(artifact_path: str, device: str, sizes: list[int], rounds: int = 5) 
     return measure_session(load(artifact_path, device=device), sizes, rounds)
 
 
-def measure_session(session, sizes: list[int], rounds: int = 5) -> list[dict]:
+def measure_session(session, sizes: list[int], rounds: int = 5, warmup: int = 1) -> list[dict]:
     from .runtime.bench_inputs import random_feeds
-
     from .runtime.timing import median_ms
 
     rows = []
     for b in sizes:
         feeds = random_feeds(session.inputs, b)
-        ms = median_ms(lambda: session.run(feeds), rounds)
+        ms = median_ms(lambda: session.run(feeds), rounds, warmup)
         rows.append({"size": b, "latency_ms": round(ms, 4), "measured": True,
                      "device": session.device_spec.kind})
     return rows

@@ -70,16 +70,21 @@ class Service:
         def across(values, reduce) -> float:
             return float(reduce(values)) if batches else float("nan")
 
-        return {"rows": rows, "batches": batches, "padded_rows": padded,
-                "mean_batch": rows / batches if batches else 0.0,
+        return {**batch_figures(rows, batches, padded),
                 "median_batch_exec_ms": across([s.exec_ms(50) for s in lanes], np.nanmedian),
                 "p99_batch_exec_ms": across([s.exec_ms(99) for s in lanes], np.nanmax),
                 "median_batch_service_ms": across([s.service_ms(50) for s in lanes], np.nanmedian),
-                "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
                 "routed": dict(self.scheduler.routed)}
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def batch_figures(rows: int, batches: int, padded_rows: int) -> dict:
+    """rows, batches, padded_rows, mean_batch and padding_waste from the three counts."""
+    return {"rows": rows, "batches": batches, "padded_rows": padded_rows,
+            "mean_batch": rows / batches if batches else 0.0,
+            "padding_waste": padded_rows / (rows + padded_rows) if rows + padded_rows else 0.0}
 
 
 def batching_config(session, options: ServiceOptions) -> BatchingConfig:

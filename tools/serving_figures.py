@@ -30,15 +30,11 @@ import numpy as np
 
 
 def _static(session, sizes, rounds=15):
-    from inferx_compiler.runtime.bench_inputs import random_feeds
-    from inferx_compiler.runtime.timing import median_ms
+    """One caller running each bucket back to back: {size: {exec_ms, rows_per_s}}."""
+    from inferx_compiler.buckets import measure_session
 
-    rows = {}
-    for b in sizes:
-        feeds = random_feeds(session.inputs, b)
-        ms = median_ms(lambda: session.run(feeds), rounds, warmup=3)
-        rows[b] = {"exec_ms": ms, "rows_per_s": b / (ms * 1e-3)}
-    return rows
+    return {r["size"]: {"exec_ms": r["latency_ms"], "rows_per_s": r["size"] / (r["latency_ms"] * 1e-3)}
+            for r in measure_session(session, sizes, rounds, warmup=3)}
 
 
 def _bench(artifact, device, extra):

@@ -138,27 +138,24 @@ def _replica(options: dict, index: int, n: int, ready, results) -> None:
 
 
 def _merge(parts: list[tuple[dict, list[float]]], n: int) -> dict:
+    from inferx_compiler.runtime.service import batch_figures
+
     results = [r for r, _ in parts]
     merged = dict(results[0])
-    rows, batches = sum(r["rows"] for r in results), sum(r["batches"] for r in results)
-    padded = sum(r["padded_rows"] for r in results)
-    lat = np.asarray([x for _, part in parts for x in part] or [float("nan")])
+
+    def total(key):
+        return sum(r[key] for r in results)
+
+    merged.update(_latency_figures([x for _, part in parts for x in part]))
+    merged.update(batch_figures(total("rows"), total("batches"), total("padded_rows")))
     merged.update({
-        "requests": sum(r["requests"] for r in results), "errors": sum(r["errors"] for r in results),
-        "throughput_rps": sum(r["throughput_rps"] for r in results),
-        "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
-        "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat)),
-        "rows": rows, "batches": batches, "padded_rows": padded,
-        "mean_batch": rows / batches if batches else 0.0,
-        "padding_waste": padded / (rows + padded) if rows + padded else 0.0,
+        "requests": total("requests"), "errors": total("errors"), "throughput_rps": total("throughput_rps"),
         "median_batch_exec_ms": float(np.median([r["median_batch_exec_ms"] for r in results])),
         "median_batch_service_ms": float(np.median([r["median_batch_service_ms"] for r in results])),
         "p99_batch_exec_ms": float(max(r["p99_batch_exec_ms"] for r in results)),
         "processes": n, "per_process_rps": [r["throughput_rps"] for r in results]})
-    if merged["mode"] == "closed":
-        merged["concurrency"] = sum(r["concurrency"] for r in results)
-    else:
-        merged["rate_rps"] = sum(r["rate_rps"] for r in results)
+    merged["concurrency" if merged["mode"] == "closed" else "rate_rps"] = total(
+        "concurrency" if merged["mode"] == "closed" else "rate_rps")
     merged.pop("routed", None)
     return merged
 
@@ -281,14 +278,14 @@ def _open_loop(servers, feeds: dict, rate: float, duration: float, warmup: float
 
 
 def _summary(rec: _Recorder, duration: float, extra: dict) -> dict:
-    latencies = rec.latencies
-    lat = np.asarray(latencies) if latencies else np.asarray([float("nan")])
-    out = {"requests": len(latencies), "errors": rec.errors, "duration_s": duration,
-           "throughput_rps": len(latencies) / duration,
-           "p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
-           "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat))}
-    out.update(extra)
-    return out
+    return {"requests": len(rec.latencies), "errors": rec.errors, "duration_s": duration,
+            "throughput_rps": len(rec.latencies) / duration, **_latency_figures(rec.latencies), **extra}
+
+
+def _latency_figures(latencies: list[float]) -> dict:
+    lat = np.asarray(latencies or [float("nan")])
+    return {"p50_ms": float(np.percentile(lat, 50)), "p95_ms": float(np.percentile(lat, 95)),
+            "p99_ms": float(np.percentile(lat, 99)), "mean_ms": float(np.mean(lat))}
 
 
 def _format(r: dict) -> str:
