@@ -86,7 +86,7 @@ def measure_session(session, sizes: list[int], rounds: int = 5, warmup: int = 1)
         feeds = random_feeds(session.inputs, b)
         ms = median_ms(lambda: session.run(feeds), rounds, warmup)
         rows.append({"size": b, "latency_ms": round(ms, 4), "measured": True,
-                     "device": session.device_spec.kind})
+                     "device": session.device_spec.executor})
     return rows
 
 
@@ -96,8 +96,8 @@ def serving_buckets(session) -> list[dict] | None:
     table = session.artifact.manifest.batch_buckets
     if not table:
         return None
-    kind = session.device_spec.kind
-    if all(b.get("measured") and b.get("device") == kind for b in table):
+    executor = session.device_spec.executor
+    if all(b.get("measured") and b.get("device") == executor for b in table):
         return table
     return measure_session(session, [b["size"] for b in table])
 

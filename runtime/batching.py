@@ -8,10 +8,14 @@ never stalls the device:
 
   * `submit()` checks a request against the model's inputs once per distinct shape signature
     (later requests with the same signature skip the full check) and queues it;
-  * `pipeline_depth` batch threads (2 on GPUs, 1 on CPUs by default) each form a batch and
-    gather its request rows straight into their own set of the session's reused input buffers
-    (`gather`); runs are serialized on the device, so while one batch runs (the interpreter
-    lock is released then) the next is already formed and written, waiting for the device;
+  * `pipeline_depth` batch threads per model instance (2 on GPUs, 1 on CPUs by default) each
+    form a batch and gather its request rows straight into their own set of the session's
+    reused input buffers (`gather`); runs are serialized on an instance, so while one batch
+    runs (the interpreter lock is released then) the next is already formed and written,
+    waiting for the device;
+  * several model instances (sessions of one artifact, Triton's instance_group `count`) share
+    the one queue: batch thread i runs on instance i mod n, so n batches run at once (one per
+    core with `cpu:sync` instances), and partial batches wait only while every instance is busy;
   * a completion thread slices the outputs back and resolves the futures, so no batch thread
     spends device time handing results out (when nothing else waits, the batch thread resolves
     them itself: one thread hand-off fewer for a lone request).
@@ -117,20 +121,24 @@ class DynamicBatcher:
     def __init__(self, run_batch: Callable[[dict], dict], inputs: list[TensorSpec],
                  config: BatchingConfig = BatchingConfig(), *, buckets: tuple[int, ...] = (),
                  clock: Clock = None, start: bool = True, name: str = "batcher",
-                 gather: Optional[GatherRunner] = None, default_pipeline_depth: int = 1):
+                 gather: Optional[GatherRunner] = None, default_pipeline_depth: int = 1,
+                 instance_runs: Optional[list[Callable[[dict], dict]]] = None):
         self.inputs = inputs
         self._names = tuple(s.name for s in inputs)
         # Inputs that do not all lead with one dynamic dim cannot share a batch: each request then
         # runs alone, through the same queue (priorities, timeouts, bounded size) and threads.
         self.batchable = _has_batch_dim(inputs)
         if self.batchable:
-            self._gather = gather or _concatenating_runner(run_batch, self._names)
+            self._gather = gather or _concatenating_runner(instance_runs or [run_batch], self._names)
         else:
             config = dataclasses.replace(config, max_batch_size=1, preferred_batch_sizes=(), max_queue_delay_us=0)
             buckets = ()
-            self._gather = _whole_request_runner(run_batch, self._names)
+            self._gather = _whole_request_runner(instance_runs or [run_batch], self._names)
         self.config = config
+        # model instances: batches that can run at once (slot i runs on instance i mod n)
+        self.instances = len(instance_runs) if instance_runs else 1
         self.pipeline_depth = config.pipeline_depth or default_pipeline_depth
+        self._slots = self.pipeline_depth * self.instances  # batch threads; slot _slots: the inline run()
         self.clock = clock or MonotonicClock()
         self.queue = BatchQueue(config, buckets)
         self.stats = BatcherStats()
@@ -146,7 +154,7 @@ class DynamicBatcher:
             tune_for_serving(config.switch_interval_us, config.gc_threshold)
             self._batch_threads = [threading.Thread(target=self._batch_loop, args=(slot,), daemon=True,
                                                     name=f"{name}-batch{slot}")
-                                   for slot in range(self.pipeline_depth)]
+                                   for slot in range(self._slots)]
             self._threads = self._batch_threads + [
                 threading.Thread(target=self._completion_loop, name=f"{name}-complete", daemon=True)]
             for t in self._threads:
@@ -156,9 +164,15 @@ class DynamicBatcher:
     def for_session(cls, session, config: BatchingConfig = BatchingConfig(), **kw) -> "DynamicBatcher":
         """A batcher over a loaded `InferenceSession` that gathers rows into its input buffers
         (pipelined two batches deep on GPUs unless the config says otherwise)."""
-        depth = 2 if session.device_spec.kind == "cuda" else 1
-        return cls(session.run, session.inputs, config, gather=session.run_gathered,
-                   default_pipeline_depth=depth, **kw)
+        return cls.for_sessions([session], config, **kw)
+
+    @classmethod
+    def for_sessions(cls, sessions: list, config: BatchingConfig = BatchingConfig(), **kw) -> "DynamicBatcher":
+        """One queue over several instances of one artifact (loaded sessions); each batch runs on
+        one of them, gathered into that instance's input buffers."""
+        depth = 2 if sessions[0].device_spec.kind == "cuda" else 1
+        return cls(sessions[0].run, sessions[0].inputs, config, gather=_instances_runner(sessions),
+                   default_pipeline_depth=depth, instance_runs=[s.run for s in sessions], **kw)
 
     # -- submitting ---------------------------------------------------------------------
     def _request(self, feeds: dict, priority: int, timeout_s: Optional[float]) -> PendingRequest:
@@ -231,7 +245,7 @@ class DynamicBatcher:
             request.future.set_running_or_notify_cancel()
             batch = Batch([request], request.rows, self.queue.bucket_for(request.rows))
             formed = time.perf_counter()
-            self._finish(batch, self._run(batch, slot=self.pipeline_depth), formed)
+            self._finish(batch, self._run(batch, slot=self._slots), formed)
         return request.future.result()
 
     async def submit_async(self, feeds: dict, **kw) -> dict:
@@ -255,7 +269,7 @@ class DynamicBatcher:
             self.stats.timed_out += 1
             r.future.set_exception(RequestTimeoutError(
                 f"request waited {now - r.enqueued:.3f}s in the queue, past its timeout"))
-        batch, wait = self.queue.next_batch(now, device_busy=self._in_flight > 0)
+        batch, wait = self.queue.next_batch(now, device_busy=self._in_flight >= self.instances)
         if batch is not None:
             live = [r for r in batch.requests if r.future.set_running_or_notify_cancel()]
             if len(live) != len(batch.requests):  # some were cancelled while queued
@@ -377,23 +391,36 @@ def _check_splittable(outputs: dict, bucket: int) -> None:
                               f"size {bucket}: this model's outputs cannot be split per request")
 
 
-def _concatenating_runner(run_batch: Callable[[dict], dict], names: tuple[str, ...]) -> GatherRunner:
-    """gather() for a plain `run_batch(feeds)`: concatenate along the batch dim and pad to the
-    bucket by repeating the last row."""
+def _instances_runner(sessions: list) -> GatherRunner:
+    """gather() over n instances: slot i runs on instance i mod n, in its buffer slot i div n
+    (so no two batch threads ever write the same buffers; the inline run() has a slot of its
+    own, and each instance serializes its own runs)."""
+    n = len(sessions)
 
     def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
-        alone = len(parts[0]) == 1 and rows == bucket  # one request filling its bucket: as it is
-        return run_batch({name: arrays[0] if alone else concat_padded(arrays, rows, bucket)
-                          for name, arrays in zip(names, parts)})
+        return sessions[slot % n].run_gathered(parts, rows, bucket, slot // n)
 
     return run
 
 
-def _whole_request_runner(run_batch: Callable[[dict], dict], names: tuple[str, ...]) -> GatherRunner:
-    """gather() for models that cannot batch: the one request's feeds, as they are."""
+def _concatenating_runner(runs: list[Callable[[dict], dict]], names: tuple[str, ...]) -> GatherRunner:
+    """gather() for plain `run_batch(feeds)` callables (one per instance): concatenate along the
+    batch dim and pad to the bucket by repeating the last row."""
 
     def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
-        return run_batch({name: arrays[0] for name, arrays in zip(names, parts)})
+        alone = len(parts[0]) == 1 and rows == bucket  # one request filling its bucket: as it is
+        return runs[slot % len(runs)]({name: arrays[0] if alone else concat_padded(arrays, rows, bucket)
+                                       for name, arrays in zip(names, parts)})
+
+    return run
+
+
+def _whole_request_runner(runs: list[Callable[[dict], dict]], names: tuple[str, ...]) -> GatherRunner:
+    """gather() for models that cannot batch: the one request's feeds, as they are, on
+    instance slot mod n."""
+
+    def run(parts: list, rows: int, bucket: int, slot: int) -> dict:
+        return runs[slot % len(runs)]({name: arrays[0] for name, arrays in zip(names, parts)})
 
     return run
 

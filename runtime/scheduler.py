@@ -102,10 +102,19 @@ def measure_speed(run: Callable[[dict], dict], feeds: dict, rounds: int = 3) -> 
 def lane_for_session(session, config: BatchingConfig, *, name: Optional[str] = None,
                      speed: Optional[float] = None, latency_target_ms: Optional[float] = None) -> Lane:
     """A lane over one loaded session; speed measured at max batch unless given."""
+    return lane_for_sessions([session], config, name=name, speed=speed, latency_target_ms=latency_target_ms)
+
+
+def lane_for_sessions(sessions: Sequence, config: BatchingConfig, *, name: Optional[str] = None,
+                      speed: Optional[float] = None, latency_target_ms: Optional[float] = None) -> Lane:
+    """A lane over one or several instances of an artifact on one device kind (one queue, a
+    batch runs on whichever instance is free); speed measured at max batch on one instance,
+    times the instances, unless given."""
     from .bench_inputs import random_feeds
 
-    buckets = tuple(b["size"] for b in session.artifact.manifest.batch_buckets or [])
-    batcher = DynamicBatcher.for_session(session, config, buckets=buckets, name=name or session.device)
+    first = sessions[0]
+    buckets = tuple(b["size"] for b in first.artifact.manifest.batch_buckets or [])
+    batcher = DynamicBatcher.for_sessions(list(sessions), config, buckets=buckets, name=name or first.device)
     if speed is None:
-        speed = measure_speed(session.run, random_feeds(session.inputs, batcher.config.max_batch_size))
-    return Lane(name or session.device, batcher, speed, latency_target_ms)
+        speed = len(sessions) * measure_speed(first.run, random_feeds(first.inputs, batcher.config.max_batch_size))
+    return Lane(name or first.device, batcher, speed, latency_target_ms)

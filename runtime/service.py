@@ -26,21 +26,26 @@ class ServiceOptions:
     max_queue_delay_us: Optional[int] = None
     pipeline_depth: Optional[int] = None
     cpu_workers: Optional[int] = None
+    # Model instances per device (Triton's instance_group count): sessions sharing the device's
+    # queue, one batch running on each at once. None: one per core for `cpu:sync` (a call runs
+    # in its caller's thread), one elsewhere (`cpu` and GPUs spread a call over the device).
+    instances: Optional[int] = None
 
 
 class Service:
     def __init__(self, artifact: str, options: ServiceOptions = ServiceOptions()):
-        from .scheduler import lane_for_session
-        from .session import load
+        from .scheduler import lane_for_sessions
 
         if options.cpu_workers is not None:
             from .devices import configure_cpu
 
             configure_cpu(options.cpu_workers)
         self.artifact = artifact
-        self.sessions = [load(artifact, device=d) for d in (options.devices or (None,))]
+        self.instances = [load_instances(artifact, d, options.instances) for d in (options.devices or (None,))]
+        self.sessions = [group[0] for group in self.instances]  # one per device
         requested = batching_config(self.sessions[0], options)
-        lanes = [lane_for_session(s, requested, name=f"{s.device}#{i}") for i, s in enumerate(self.sessions)]
+        lanes = [lane_for_sessions(group, requested, name=f"{group[0].device}#{i}")
+                 for i, group in enumerate(self.instances)]
         self.scheduler = Scheduler(lanes)
         self.config = lanes[0].batcher.config  # as in force (a model that cannot batch runs requests alone)
 
@@ -78,6 +83,28 @@ class Service:
 
     def close(self) -> None:
         self.scheduler.close()
+
+
+def load_instances(artifact: str, device: Optional[str], requested: Optional[int]) -> list:
+    """The sessions serving one device: the artifact loaded once per model instance."""
+    from .session import load
+
+    first = load(artifact, device=device)
+    return [first] + [load(artifact, device=first.device)
+                      for _ in range(instance_count(first.device_spec, requested) - 1)]
+
+
+def instance_count(spec, requested: Optional[int]) -> int:
+    """Model instances on a device: as requested, else one per core for `cpu:sync`, else one."""
+    import os
+
+    if requested is not None:
+        if requested < 1:
+            from inferx_compiler.errors import InputValidationError
+
+            raise InputValidationError(f"instances must be >= 1, got {requested}")
+        return requested
+    return (os.cpu_count() or 1) if spec.sync else 1
 
 
 def batch_figures(rows: int, batches: int, padded_rows: int) -> dict:

@@ -179,5 +179,7 @@ def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
 
 
 def load(path: str, device: str | None = None) -> InferenceSession:
-    """Load an `.ixa` artifact on `device` ("cpu", "cuda", "cuda:N"; default from its target)."""
+    """Load an `.ixa` artifact on `device` ("cpu", "cpu:sync", "cuda", "cuda:N"; default from its
+    target). `cpu` spreads a call over a pool of worker threads; `cpu:sync` runs it in the
+    calling thread (see devices.py)."""
     return InferenceSession(path, device)

@@ -1,16 +1,19 @@
 """Serving figures: batching vs. none at the same p99 budget, vs. the best static batch, and
 the batcher's own overhead per request.
 
-    python tools/serving_figures.py ART.ixa [ART2.ixa ...] [--device cpu] [--out DIR]
+    python tools/serving_figures.py ART.ixa [ART2.ixa ...] [--device cpu:sync] [--out DIR]
 
 For each artifact (with --batch-sizes buckets):
-  * static: one caller, fixed batch b, rows/s for every bucket -> the best static batch;
-  * saturation: closed loop with 2 x max_batch_size clients per server process (--processes
-    1,2,4 tries several; each process has its own session, batcher and interpreter), and whether
-    its p99 stays within max_queue_delay + 2 x the batch execution time, that time taken three
-    ways: the largest bucket's run alone (static), the median batch run in that run (gather +
-    run), and the median batch service time in that run (gather + run + results handed out:
-    Triton's compute input + infer + output);
+  * static: one caller, fixed batch b, rows/s for every bucket -> the best static batch; and
+    fixed full batches through the same server path at each process count;
+  * load sweep: closed loop, single-row requests, with k x max_batch_size x instances clients
+    per server process for k in --load-steps (default 0.5,1,1.5,2), at each process count in
+    --processes (each process has its own sessions, batcher and interpreter). Saturation is the
+    knee of that curve: the fewest clients whose throughput reaches 90% of the most any step
+    reached at that process count (past it, more clients only queue: latency grows by Little's
+    law, N / throughput, while throughput stays). At every step, p99 is checked against
+    max_queue_delay + 2 x the batch execution time, that time taken two ways: the largest
+    bucket's run alone (static) and the median batch run in that step (gather + run);
   * same p99 budget (--p99-budget-ms, default 10): open-loop rates swept up, with one server
     process and with the best count at saturation; the highest rate whose p99 stays within it,
     with and without batching;
@@ -111,8 +114,37 @@ def overhead_us(trivial_artifact: str, device: str) -> dict:
             "batcher_alone_noop_model_us": pure}
 
 
+KNEE = 0.9  # saturation: the fewest clients reaching this share of the sweep's best throughput
+
+
+def _sweep(artifact, device, duration, bench_args, processes, clients_per_step, bound) -> list[dict]:
+    """Closed-loop steps at one process count; each with its p99 bounds."""
+    steps = []
+    for clients in clients_per_step:
+        r = _bench(artifact, device, ["--concurrency", str(clients * processes), "--duration", str(duration),
+                                      "--processes", str(processes), *bench_args])
+        step = {k: r[k] for k in ("throughput_rps", "p50_ms", "p95_ms", "p99_ms", "mean_batch", "padding_waste",
+                                  "median_batch_exec_ms", "median_batch_service_ms", "p99_batch_exec_ms")}
+        step.update(clients_per_process=clients, processes=processes, concurrency=clients * processes,
+                    p99_bound_static_ms=bound(None), p99_bound_in_run_ms=bound(r["median_batch_exec_ms"]))
+        step["within_static_bound"] = step["p99_ms"] <= step["p99_bound_static_ms"]
+        step["within_in_run_bound"] = step["p99_ms"] <= step["p99_bound_in_run_ms"]
+        steps.append(step)
+        print(f"    {processes}p x {clients:4d} clients: {r['throughput_rps']:9.0f} req/s, mean batch "
+              f"{r['mean_batch']:5.1f}, p50/p99 {r['p50_ms']:6.2f}/{r['p99_ms']:6.2f} ms, batch "
+              f"{r['median_batch_exec_ms']:.2f} ms, bound static/in-run {step['p99_bound_static_ms']:.2f}/"
+              f"{step['p99_bound_in_run_ms']:.2f} ms", flush=True)
+    return steps
+
+
+def knee(steps: list[dict]) -> dict:
+    """The step where the device saturates: the fewest clients within KNEE of the best throughput."""
+    best = max(s["throughput_rps"] for s in steps)
+    return min((s for s in steps if s["throughput_rps"] >= KNEE * best), key=lambda s: s["concurrency"])
+
+
 def figures(artifact: str, device: str, duration: float, budget_ms: float, bench_args: list,
-            processes: list[int]) -> dict:
+            processes: list[int], load_steps: list[float], instances: int) -> dict:
     import inferx_compiler
     from inferx_compiler.buckets import default_batching, serving_buckets
 
@@ -125,56 +157,47 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
     best_b = max(static, key=lambda b: static[b]["rows_per_s"])
     print("  static: " + ", ".join(f"b{b} {v['rows_per_s']:.0f} rows/s ({v['exec_ms']:.2f} ms)"
                                     for b, v in static.items()), flush=True)
-    by_processes, static_by_processes = {}, {}
+    delay_ms = config.max_queue_delay_us / 1e3
+    largest_ms = static[max(sizes)]["exec_ms"]
+
+    def bound(in_run_ms):
+        return delay_ms + 2 * (largest_ms if in_run_ms is None else in_run_ms)
+
+    clients_per_step = sorted({max(1, round(k * config.max_batch_size * instances)) for k in load_steps})
+    sweeps, static_by_processes = {}, {}
     for n in processes:
         # fixed full batches through the same server path: the device's capacity at n processes
-        fixed = _bench(artifact, device, ["--rows", str(best_b), "--no-batching", "--concurrency", str(2 * n),
-                                          "--duration", str(duration), "--processes", str(n), *bench_args])
+        fixed = _bench(artifact, device, ["--rows", str(best_b), "--no-batching", "--concurrency",
+                                          str(2 * instances * n), "--duration", str(duration),
+                                          "--processes", str(n), *bench_args])
         static_by_processes[n] = fixed["throughput_rps"] * best_b
-        # dynamic batching of single-row requests: 2 x max_batch_size clients per server process
-        by_processes[n] = r = _bench(artifact, device, ["--concurrency", str(2 * config.max_batch_size * n),
-                                                        "--duration", str(duration), "--processes", str(n), *bench_args])
-        print(f"  {n} process(es): static b{best_b} {static_by_processes[n]:.0f} rows/s; batcher at saturation "
-              f"{r['throughput_rps']:.0f} req/s ({r['throughput_rps'] / static_by_processes[n]:.2f}), mean batch "
-              f"{r['mean_batch']:.1f}, p50/p99 {r['p50_ms']:.2f}/{r['p99_ms']:.2f} ms, batch time "
-              f"{r['median_batch_exec_ms']:.2f} ms", flush=True)
-    best_n = max(by_processes, key=lambda n: by_processes[n]["throughput_rps"])
-    sat = by_processes[best_n]
-    p99_bound = config.max_queue_delay_us / 1e3 + 2 * static[max(sizes)]["exec_ms"]
-    p99_bound_in_run = config.max_queue_delay_us / 1e3 + 2 * sat["median_batch_exec_ms"]
-    p99_bound_service = config.max_queue_delay_us / 1e3 + 2 * sat["median_batch_service_ms"]
-    budget = budget_ms
-    print(f"  saturation: {sat['throughput_rps']:.0f} req/s, mean batch {sat['mean_batch']:.1f}, "
-          f"p50/p99 {sat['p50_ms']:.2f}/{sat['p99_ms']:.2f} ms (bound {p99_bound:.2f} static, "
-          f"{p99_bound_in_run:.2f} with the run's median batch time {sat['median_batch_exec_ms']:.2f} ms, "
-          f"{p99_bound_service:.2f} with its median batch service time {sat['median_batch_service_ms']:.2f} ms); "
-          f"best static b{best_b} {static[best_b]['rows_per_s']:.0f} rows/s", flush=True)
-    print(f"  p99 budget {budget:.2f} ms: sweeping open-loop rates", flush=True)
+        print(f"  {n} process(es): static b{best_b} {static_by_processes[n]:.0f} rows/s", flush=True)
+        sweeps[n] = _sweep(artifact, device, duration, bench_args, n, clients_per_step, bound)
+    best_n = max(sweeps, key=lambda n: knee(sweeps[n])["throughput_rps"])
+    sat = knee(sweeps[best_n])
+    print(f"  saturation (knee at {best_n} process(es), {sat['concurrency']} clients): "
+          f"{sat['throughput_rps']:.0f} req/s, mean batch {sat['mean_batch']:.1f}, p50/p99 "
+          f"{sat['p50_ms']:.2f}/{sat['p99_ms']:.2f} ms (bound {sat['p99_bound_static_ms']:.2f} static, "
+          f"{sat['p99_bound_in_run_ms']:.2f} in-run); best static b{best_b} "
+          f"{static[best_b]['rows_per_s']:.0f} rows/s", flush=True)
+    print(f"  p99 budget {budget_ms:.2f} ms: sweeping open-loop rates", flush=True)
     start = 0.3 * static[1]["rows_per_s"]
-    sweeps = {}  # (batching, processes) -> best result; one process and the best count at saturation
+    rates = {}  # (batching, processes) -> best result; one process and the best count at saturation
     for n in sorted({1, best_n}):
         for batching in (True, False):
-            sweeps[batching, n] = _max_rate_within(artifact, device, budget, start, batching, duration,
-                                                   [*bench_args, "--processes", str(n)])
-    with_b, without = (max((r for (b, _), r in sweeps.items() if b == mode and r),
+            rates[batching, n] = _max_rate_within(artifact, device, budget_ms, start, batching, duration,
+                                                  [*bench_args, "--processes", str(n)])
+    with_b, without = (max((r for (b, _), r in rates.items() if b == mode and r),
                            key=lambda r: r["throughput_rps"], default=None) for mode in (True, False))
-    return {"artifact": os.path.basename(artifact), "device": device,
+    return {"artifact": os.path.basename(artifact), "device": device, "instances": instances,
             "config": {"max_batch_size": config.max_batch_size, "max_queue_delay_us": config.max_queue_delay_us,
                        "preferred_batch_sizes": list(config.preferred_batch_sizes)},
             "static": static, "best_static_batch": best_b,
             "saturation": sat, "saturation_vs_best_static": sat["throughput_rps"] / static[best_b]["rows_per_s"],
             "processes": best_n, "static_same_processes_rows_per_s": static_by_processes[best_n],
             "saturation_vs_static_same_processes": sat["throughput_rps"] / static_by_processes[best_n],
-            "static_by_processes": static_by_processes,
-            "saturation_by_processes": {n: {k: r[k] for k in ("throughput_rps", "p50_ms", "p99_ms", "mean_batch",
-                                                               "median_batch_exec_ms", "p99_batch_exec_ms")}
-                                        for n, r in by_processes.items()},
-            "p99_bound_ms": p99_bound, "saturation_p99_within_bound": sat["p99_ms"] <= p99_bound,
-            "p99_bound_in_run_ms": p99_bound_in_run,
-            "saturation_p99_within_in_run_bound": sat["p99_ms"] <= p99_bound_in_run,
-            "p99_bound_service_ms": p99_bound_service,
-            "saturation_p99_within_service_bound": sat["p99_ms"] <= p99_bound_service,
-            "p99_budget_ms": budget,
+            "static_by_processes": static_by_processes, "load_sweep": sweeps, "knee_share": KNEE,
+            "p99_budget_ms": budget_ms,
             "max_rate_within_budget": {"batching": with_b and with_b["throughput_rps"],
                                        "no_batching": without and without["throughput_rps"],
                                        "batching_processes": with_b and with_b["processes"],
@@ -182,19 +205,37 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
 
 
 def to_markdown(results: list[dict], overhead: dict) -> str:
-    lines = ["| artifact | device | best static, 1 caller (rows/s) | processes | static b, same processes (rows/s) | batcher at saturation (req/s) | ratio to static, same processes / 1 caller | p50 / p99 at sat. (ms) | p99 bound, delay + 2 × batch time taken as: static run / in-run run / in-run service (ms) | max rate within p99 budget: batching / none (req/s) | budget (ms) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| artifact | device (instances) | best static, 1 caller (rows/s) | processes × clients at the knee | static b, same processes (rows/s) | batcher at saturation (req/s) | ratio to static, same processes / 1 caller | p50 / p99 at sat. (ms) | p99 bound, delay + 2 × batch time: static / in-run (ms) | p99 within bound | max rate within p99 budget: batching / none (req/s) | budget (ms) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         b = r["best_static_batch"]
         mr = r["max_rate_within_budget"]
+        sat = r["saturation"]
         rate = lambda v, n: f"{v:.0f} ({n}p)" if v else "—"
-        lines.append(f"| {r['artifact']} | {r['device']} | b{b}: {r['static'][b]['rows_per_s']:.0f} | {r['processes']} | "
-                     f"{r['static_same_processes_rows_per_s']:.0f} | "
-                     f"{r['saturation']['throughput_rps']:.0f} (mean batch {r['saturation']['mean_batch']:.1f}) | "
-                     f"{r['saturation_vs_static_same_processes']:.2f} / {r['saturation_vs_best_static']:.2f} | {r['saturation']['p50_ms']:.2f} / {r['saturation']['p99_ms']:.2f} | "
-                     f"{r['p99_bound_ms']:.2f} / {r['p99_bound_in_run_ms']:.2f} / {r['p99_bound_service_ms']:.2f} | "
+        within = "yes" if sat["within_in_run_bound"] else "no"
+        within += " / yes" if sat["within_static_bound"] else " / no"
+        lines.append(f"| {r['artifact']} | {r['device']} ({r['instances']}) | b{b}: {r['static'][b]['rows_per_s']:.0f} | "
+                     f"{r['processes']} × {sat['clients_per_process']} | {r['static_same_processes_rows_per_s']:.0f} | "
+                     f"{sat['throughput_rps']:.0f} (mean batch {sat['mean_batch']:.1f}) | "
+                     f"{r['saturation_vs_static_same_processes']:.2f} / {r['saturation_vs_best_static']:.2f} | "
+                     f"{sat['p50_ms']:.2f} / {sat['p99_ms']:.2f} | {sat['p99_bound_static_ms']:.2f} / "
+                     f"{sat['p99_bound_in_run_ms']:.2f} | {within} (in-run / static) | "
                      f"{rate(mr['batching'], mr['batching_processes'])} / "
                      f"{rate(mr['no_batching'], mr['no_batching_processes'])} | {r['p99_budget_ms']:.1f} |")
+    lines += ["", "Load sweep (closed loop, single-row requests; * = the knee):", "",
+              "| artifact | processes × clients | req/s | ratio to static, same processes | mean batch | p50 / p99 (ms) | batch run, median (ms) | p99 bound static / in-run (ms) | p99 / in-run bound |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        sat = r["saturation"]
+        for n, steps in sorted(((int(n), v) for n, v in r["load_sweep"].items())):
+            static = _static_at(r, n)
+            for st in steps:
+                mark = " *" if n == r["processes"] and st["concurrency"] == sat["concurrency"] else ""
+                lines.append(f"| {r['artifact']} | {n} × {st['clients_per_process']}{mark} | {st['throughput_rps']:.0f} | "
+                             f"{st['throughput_rps'] / static:.2f} | {st['mean_batch']:.1f} | "
+                             f"{st['p50_ms']:.2f} / {st['p99_ms']:.2f} | {st['median_batch_exec_ms']:.2f} | "
+                             f"{st['p99_bound_static_ms']:.2f} / {st['p99_bound_in_run_ms']:.2f} | "
+                             f"{st['p99_ms'] / st['p99_bound_in_run_ms']:.2f} |")
     lines.append("")
     if overhead.get("cpu_workers"):
         lines.append(f"IREE CPU workers: {overhead['cpu_workers']}.")
@@ -206,18 +247,27 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
     return "\n".join(lines)
 
 
+def _static_at(result: dict, processes: int) -> float:
+    """Fixed full batches through the server path at this process count (JSON keys are strings)."""
+    by = result["static_by_processes"]
+    return by[processes] if processes in by else by[str(processes)]
+
+
 def plot(results: list[dict], device: str, path: str) -> str:
-    """Batcher at saturation over fixed full batches at the same process count, per model and
-    process count (1.0: as fast as full batches)."""
+    """Per model, process count and clients: p99 over its bound (delay + 2 x the step's batch
+    run; 1.0 or less meets it), labelled with the step's share of static full batches."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench.report import bar_chart
 
     bars = []
     for r in results:
-        statics = {int(n): v for n, v in r["static_by_processes"].items()}
-        for n, sat in sorted(((int(n), v) for n, v in r["saturation_by_processes"].items())):
-            bars.append((f"{r['artifact']} {n}p", "inferx batcher", sat["throughput_rps"] / statics[n], "ok"))
-    return bar_chart(bars, f"saturation / static full batches, same processes ({device}; higher is better)", path)
+        for n, steps in sorted(((int(n), v) for n, v in r["load_sweep"].items())):
+            static = _static_at(r, n)
+            for st in steps:
+                bars.append((f"{r['artifact']} {n}p", f"inferx {st['clients_per_process']} clients "
+                             f"{st['throughput_rps'] / static:.2f}x static",
+                             st["p99_ms"] / st["p99_bound_in_run_ms"], "ok"))
+    return bar_chart(bars, f"p99 / (delay + 2 x batch time) by load ({device}; 1.0 or less meets)", path)
 
 
 def main() -> int:
@@ -232,6 +282,9 @@ def main() -> int:
     p.add_argument("--pipeline-depth", type=int, default=None, help="batches in flight (see inferx-bench)")
     p.add_argument("--processes", default="1", help="server process counts to try at saturation, e.g. 1,2,4; "
                    "the open-loop sweeps use the best one")
+    p.add_argument("--load-steps", default="0.5,1,1.5,2",
+                   help="closed-loop clients per process, as multiples of max_batch_size x instances")
+    p.add_argument("--instances", type=int, default=None, help="model instances per device (see inferx-bench)")
     p.add_argument("--replot", default=None, metavar="JSON",
                    help="only draw serving_DEVICE.png beside an existing serving_DEVICE.json")
     p.add_argument("--trivial", default=None, help="prebuilt trivial-model artifact for the overhead "
@@ -249,14 +302,21 @@ def main() -> int:
         from inferx_compiler.runtime.devices import configure_cpu
 
         configure_cpu(args.cpu_workers)
+    from inferx_compiler.runtime.devices import parse_device
+    from inferx_compiler.runtime.service import instance_count
+
     results = []
     for a in args.artifacts:
         print(f"== {a} on {args.device}", flush=True)
         bench_args = ["--pipeline-depth", str(args.pipeline_depth)] if args.pipeline_depth else []
         if args.cpu_workers is not None:  # server processes configure their own executor
             bench_args += ["--cpu-workers", str(args.cpu_workers)]
+        if args.instances is not None:
+            bench_args += ["--instances", str(args.instances)]
+        instances = instance_count(parse_device(args.device), args.instances)
         results.append(figures(a, args.device, args.duration, args.p99_budget_ms, bench_args,
-                               [int(n) for n in args.processes.split(",")]))
+                               [int(n) for n in args.processes.split(",")],
+                               [float(k) for k in args.load_steps.split(",")], instances))
     trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
     overhead = dict(overhead_us(trivial, args.device), device=args.device, cpu_workers=args.cpu_workers)
     md = to_markdown(results, overhead)

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferx-bench", description="Load-test an .ixa artifact.")
     p.add_argument("artifact")
     p.add_argument("--device", action="append", default=None,
-                   help="device to serve on (repeat for several lanes under one scheduler)")
+                   help="device to serve on: cpu, cpu:sync, cuda, cuda:N (repeat for several lanes under one "
+                        "scheduler)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--concurrency", type=int, default=None, help="closed loop: N clients (default 8)")
     mode.add_argument("--rate", type=float, default=None, help="open loop: requests per second")
@@ -47,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queue-delay-us", type=int, default=None)
     p.add_argument("--pipeline-depth", type=int, default=None,
                    help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
+    p.add_argument("--instances", type=int, default=None,
+                   help="model instances per device sharing its queue, one batch running on each "
+                        "(default: one per core for cpu:sync, else 1)")
     p.add_argument("--cpu-workers", type=int, default=None,
                    help="IREE CPU worker threads (default one per core; on a small machine, one core "
                         "fewer leaves room for the serving threads)")
@@ -175,7 +179,7 @@ def _servers(args):
     return Service(args.artifact, ServiceOptions(
         devices=args.device or (None,), batching=not args.no_batching, rows_per_request=args.rows,
         max_batch_size=args.max_batch_size, max_queue_delay_us=args.max_queue_delay_us,
-        pipeline_depth=args.pipeline_depth, cpu_workers=args.cpu_workers))
+        pipeline_depth=args.pipeline_depth, cpu_workers=args.cpu_workers, instances=args.instances))
 
 
 class _Recorder:

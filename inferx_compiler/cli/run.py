@@ -1,4 +1,4 @@
-"""inferx-run ARTIFACT --inputs in.npz --outputs out.npz [--device cpu|cuda|cuda:N]."""
+"""inferx-run ARTIFACT --inputs in.npz --outputs out.npz [--device cpu|cpu:sync|cuda|cuda:N]."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("artifact")
     p.add_argument("--inputs", required=True, help="npz whose keys are the model's input names")
     p.add_argument("--outputs", required=True, help="npz to write, keyed by output names")
-    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the artifact's target kind)")
+    p.add_argument("--device", default=None, help="cpu, cpu:sync, cuda or cuda:N (default: the artifact's target kind)")
     p.add_argument("--debug", action="store_true")
     return p
 

@@ -33,12 +33,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port, each with its own session and batcher (default 1)")
     p.add_argument("--device", action="append", default=None,
-                   help="device to serve on (repeat for several lanes under one scheduler)")
+                   help="device to serve on: cpu, cpu:sync, cuda, cuda:N (repeat for several lanes under one "
+                        "scheduler)")
     p.add_argument("--no-batching", action="store_true", help="run every request alone")
     p.add_argument("--max-batch-size", type=int, default=None)
     p.add_argument("--max-queue-delay-us", type=int, default=None)
     p.add_argument("--pipeline-depth", type=int, default=None,
                    help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
+    p.add_argument("--instances", type=int, default=None,
+                   help="model instances per device sharing its queue, one batch running on each "
+                        "(default: one per core for cpu:sync, else 1)")
     p.add_argument("--cpu-workers", type=int, default=None, help="IREE CPU worker threads (default one per core)")
     p.add_argument("--debug", action="store_true")
     return p
@@ -84,7 +88,7 @@ def _server(args, name: str, port: int, **shared):
     service = Service(args.artifact, ServiceOptions(
         devices=args.device or (None,), batching=not args.no_batching, max_batch_size=args.max_batch_size,
         max_queue_delay_us=args.max_queue_delay_us, pipeline_depth=args.pipeline_depth,
-        cpu_workers=args.cpu_workers))
+        cpu_workers=args.cpu_workers, instances=args.instances))
     try:
         return InferenceServer(service, name, args.host, port, **shared)
     except OSError as e:

@@ -290,3 +290,71 @@ def test_inputs_without_a_batch_dim_run_one_request_per_batch():
         pass
     assert seen == [(2, 4)] * 3
     assert [f.result()["y"][0, 0] for f in futures] == [1.0, 2.0, 3.0]
+
+
+def test_instances_run_batches_at_once():
+    """Two model instances share one queue: while one is stuck in a batch, a partial batch goes
+    to the other (the device is not busy until every instance is), and each request's result
+    comes from the instance that ran its batch."""
+    gate, started, holder = threading.Event(), threading.Event(), []
+    lock = threading.Lock()
+
+    def instance(index):
+        def run(feeds):
+            with lock:
+                first = not holder
+                if first:
+                    holder.append(index)
+            if first:  # the first batch, wherever it runs, holds its instance until the gate opens
+                started.set()
+                gate.wait(timeout=30)
+            return {"y": feeds["x"] * 2.0, "who": np.full(feeds["x"].shape[0], index, np.int32)}
+        return run
+
+    runs = [instance(0), instance(1)]
+    b = DynamicBatcher(runs[0], SPECS, BatchingConfig(max_batch_size=4, max_queue_delay_us=100),
+                       instance_runs=runs)
+    assert b.instances == 2 and b.pipeline_depth == 1
+    first = [b.submit(req(i)) for i in range(4)]  # a full batch, taken at once
+    assert started.wait(timeout=30)
+    late = b.submit(req(9))  # partial; one instance is busy, the other free: goes after the delay
+    assert late.result(timeout=30)["y"][0, 0] == 18.0 and late.result()["who"][0] != holder[0]
+    assert not any(f.done() for f in first)
+    gate.set()
+    assert [f.result(timeout=30)["y"][0, 0] for f in first] == [0.0, 2.0, 4.0, 6.0]
+    assert {int(f.result()["who"][0]) for f in first} == {holder[0]}
+    b.close()
+
+
+def test_instances_with_many_threads():
+    """Several instances, many clients: nothing lost or swapped, and every instance ran batches."""
+    import time
+
+    ran = [0, 0, 0]
+
+    def instance(index):
+        def run(feeds):
+            ran[index] += 1
+            time.sleep(0.0005)
+            return {"y": feeds["x"] * 2.0}
+        return run
+
+    runs = [instance(i) for i in range(3)]
+    b = DynamicBatcher(runs[0], SPECS, BatchingConfig(max_batch_size=4, max_queue_delay_us=200),
+                       instance_runs=runs)
+    errors = []
+
+    def client(tid):
+        for i in range(80):
+            value = tid * 1000 + i
+            if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
+                errors.append((tid, i))
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    b.close()
+    assert not errors and b.stats.requests == 16 * 80 and b.stats.rows == 16 * 80
+    assert all(n > 0 for n in ran), ran

@@ -167,3 +167,62 @@ def test_outputs_larger_than_declared_fall_back_to_module_buffers(tmp_path):
     x = np.arange(8, dtype=np.float32).reshape(2, 4)
     for _ in range(2):
         np.testing.assert_array_equal(sess.run({"x": x})["y"], np.concatenate([x, x]))
+
+
+def test_cpu_sync_device_matches_onnxruntime(cnn_artifact):
+    """`cpu:sync` (IREE local-sync: the call runs in the caller's thread) gives the same results;
+    its bucket latencies are re-measured for it, not taken from the pooled `cpu` build table."""
+    from inferx_compiler.buckets import serving_buckets
+
+    sess = inferx_compiler.load(cnn_artifact[1], device="cpu:sync")
+    assert sess.device == "cpu:sync"
+    feeds = random_feeds(sess.inputs, 3)
+    got = sess.run(feeds)
+    assert rel_l2(got["logits"], onnxruntime_outputs(cnn_artifact[0], feeds)["logits"]) <= 1e-4
+    assert all(b["device"] == "cpu:sync" for b in serving_buckets(sess))
+
+
+def test_service_with_cpu_sync_instances(cnn_artifact):
+    """Two `cpu:sync` instances under one queue: concurrent clients each get their own rows
+    (checked against onnxruntime), and both instances ran batches."""
+    import threading
+
+    from inferx_compiler.runtime.service import Service, ServiceOptions
+
+    service = Service(cnn_artifact[1], ServiceOptions(devices=("cpu:sync",), instances=2, max_queue_delay_us=500))
+    group = service.instances[0]
+    assert len(group) == 2 and group[0] is not group[1]
+    calls = [0, 0]
+    for i, s in enumerate(group):
+        def counting(parts, rows, bucket, slot, s=s, i=i, inner=s.run_gathered):
+            calls[i] += 1
+            return inner(parts, rows, bucket, slot)
+        s.run_gathered = counting
+    requests = [random_feeds(service.inputs, 1, seed=i) for i in range(200)]
+    results = [None] * len(requests)
+
+    def client(k):
+        for i in range(k, len(requests), 8):
+            results[i] = service.submit(requests[i]).result(timeout=60)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    service.close()
+    reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate([r["x"] for r in requests])})["logits"]
+    got = np.concatenate([r["logits"] for r in results])
+    assert rel_l2(got, reference) <= 1e-4
+    assert np.allclose(got, reference, rtol=1e-3, atol=1e-4)  # row by row: nobody got another's rows
+    assert calls[0] > 0 and calls[1] > 0, calls
+
+
+def test_bad_device_string_names_the_forms():
+    from inferx_compiler.errors import DeviceError
+    from inferx_compiler.runtime.devices import parse_device
+
+    assert str(parse_device("cpu:sync")) == "cpu:sync" and parse_device("cpu:sync").driver == "local-sync"
+    assert parse_device("cpu").driver == "local-task" and str(parse_device("cuda:1")) == "cuda:1"
+    with pytest.raises(DeviceError, match="cpu, cpu:sync, cuda, cuda:N"):
+        parse_device("cpu:fast")
