@@ -9,9 +9,9 @@ For each artifact (with --batch-sizes buckets):
   * load sweep: closed loop, single-row requests, with k x max_batch_size x instances clients
     per server process for k in --load-steps (default 0.5,1,1.5,2), at each process count in
     --processes (each process has its own sessions, batcher and interpreter). Saturation is the
-    knee of that curve: the fewest clients whose throughput reaches 90% of the most any step
-    reached at that process count (past it, more clients only queue: latency grows by Little's
-    law, N / throughput, while throughput stays). At every step, p99 is checked against
+    knee of that curve: the step with the fewest clients in all whose throughput reaches 90% of
+    the most any step reached (past it, more clients only queue: latency grows by Little's law,
+    N / throughput, while throughput stays). At every step, p99 is checked against
     max_queue_delay + 2 x the batch execution time, that time taken two ways: the largest
     bucket's run alone (static) and the median batch run in that step (gather + run);
   * same p99 budget (--p99-budget-ms, default 10): open-loop rates swept up, with one server
@@ -56,7 +56,7 @@ def _bench(artifact, device, extra):
 
 def _max_rate_within(artifact, device, budget_ms, start_rps, batching, duration, bench_args):
     best, rate = None, start_rps
-    for _ in range(8):
+    for _ in range(14):  # up to 0.3 x b1's rate x 1.6^13 (about 135x): until the budget breaks
         r = _bench(artifact, device, ["--rate", f"{rate:.1f}", "--duration", str(duration), *bench_args]
                    + ([] if batching else ["--no-batching"]))
         ok = r["p99_ms"] <= budget_ms and r["throughput_rps"] >= 0.9 * rate
@@ -138,9 +138,12 @@ def _sweep(artifact, device, duration, bench_args, processes, clients_per_step, 
 
 
 def knee(steps: list[dict]) -> dict:
-    """The step where the device saturates: the fewest clients within KNEE of the best throughput."""
+    """Where the device saturates: of all steps (any process count), the one with the fewest
+    clients in all whose throughput is within KNEE of the best any step reached (ties: fewer
+    processes)."""
     best = max(s["throughput_rps"] for s in steps)
-    return min((s for s in steps if s["throughput_rps"] >= KNEE * best), key=lambda s: s["concurrency"])
+    return min((s for s in steps if s["throughput_rps"] >= KNEE * best),
+               key=lambda s: (s["concurrency"], s["processes"]))
 
 
 def figures(artifact: str, device: str, duration: float, budget_ms: float, bench_args: list,
@@ -173,8 +176,8 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
         static_by_processes[n] = fixed["throughput_rps"] * best_b
         print(f"  {n} process(es): static b{best_b} {static_by_processes[n]:.0f} rows/s", flush=True)
         sweeps[n] = _sweep(artifact, device, duration, bench_args, n, clients_per_step, bound)
-    best_n = max(sweeps, key=lambda n: knee(sweeps[n])["throughput_rps"])
-    sat = knee(sweeps[best_n])
+    sat = knee([step for steps in sweeps.values() for step in steps])
+    best_n = sat["processes"]
     print(f"  saturation (knee at {best_n} process(es), {sat['concurrency']} clients): "
           f"{sat['throughput_rps']:.0f} req/s, mean batch {sat['mean_batch']:.1f}, p50/p99 "
           f"{sat['p50_ms']:.2f}/{sat['p99_ms']:.2f} ms (bound {sat['p99_bound_static_ms']:.2f} static, "
@@ -189,19 +192,35 @@ def figures(artifact: str, device: str, duration: float, budget_ms: float, bench
                                                   [*bench_args, "--processes", str(n)])
     with_b, without = (max((r for (b, _), r in rates.items() if b == mode and r),
                            key=lambda r: r["throughput_rps"], default=None) for mode in (True, False))
-    return {"artifact": os.path.basename(artifact), "device": device, "instances": instances,
-            "config": {"max_batch_size": config.max_batch_size, "max_queue_delay_us": config.max_queue_delay_us,
-                       "preferred_batch_sizes": list(config.preferred_batch_sizes)},
-            "static": static, "best_static_batch": best_b,
-            "saturation": sat, "saturation_vs_best_static": sat["throughput_rps"] / static[best_b]["rows_per_s"],
-            "processes": best_n, "static_same_processes_rows_per_s": static_by_processes[best_n],
-            "saturation_vs_static_same_processes": sat["throughput_rps"] / static_by_processes[best_n],
-            "static_by_processes": static_by_processes, "load_sweep": sweeps, "knee_share": KNEE,
-            "p99_budget_ms": budget_ms,
-            "max_rate_within_budget": {"batching": with_b and with_b["throughput_rps"],
-                                       "no_batching": without and without["throughput_rps"],
-                                       "batching_processes": with_b and with_b["processes"],
-                                       "no_batching_processes": without and without["processes"]}}
+    result = {"artifact": os.path.basename(artifact), "device": device, "instances": instances,
+              "config": {"max_batch_size": config.max_batch_size, "max_queue_delay_us": config.max_queue_delay_us,
+                         "preferred_batch_sizes": list(config.preferred_batch_sizes)},
+              "static": static, "best_static_batch": best_b, "static_by_processes": static_by_processes,
+              "load_sweep": sweeps, "p99_budget_ms": budget_ms,
+              "max_rate_within_budget": {"batching": with_b and with_b["throughput_rps"],
+                                         "no_batching": without and without["throughput_rps"],
+                                         "batching_processes": with_b and with_b["processes"],
+                                         "no_batching_processes": without and without["processes"]}}
+    return with_saturation(result)
+
+
+def with_saturation(result: dict) -> dict:
+    """Add the saturation point (the knee of the load sweep) and its ratios to static batches;
+    also applied to a saved JSON (--redo), whose integer keys came back as strings."""
+    steps = [step for sweep in result["load_sweep"].values() for step in sweep]
+    sat = knee(steps)
+    n, best_b = sat["processes"], result["best_static_batch"]
+    static_1 = _by_int(result["static"], best_b)["rows_per_s"]
+    static_n = _static_at(result, n)
+    result.update({"saturation": sat, "processes": n, "knee_share": KNEE,
+                   "saturation_vs_best_static": sat["throughput_rps"] / static_1,
+                   "static_same_processes_rows_per_s": static_n,
+                   "saturation_vs_static_same_processes": sat["throughput_rps"] / static_n})
+    return result
+
+
+def _by_int(table: dict, key: int):
+    return table[key] if key in table else table[str(key)]
 
 
 def to_markdown(results: list[dict], overhead: dict) -> str:
@@ -211,10 +230,11 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
         b = r["best_static_batch"]
         mr = r["max_rate_within_budget"]
         sat = r["saturation"]
+        best = _by_int(r["static"], b)
         rate = lambda v, n: f"{v:.0f} ({n}p)" if v else "—"
         within = "yes" if sat["within_in_run_bound"] else "no"
         within += " / yes" if sat["within_static_bound"] else " / no"
-        lines.append(f"| {r['artifact']} | {r['device']} ({r['instances']}) | b{b}: {r['static'][b]['rows_per_s']:.0f} | "
+        lines.append(f"| {r['artifact']} | {r['device']} ({r['instances']}) | b{b}: {best['rows_per_s']:.0f} | "
                      f"{r['processes']} × {sat['clients_per_process']} | {r['static_same_processes_rows_per_s']:.0f} | "
                      f"{sat['throughput_rps']:.0f} (mean batch {sat['mean_batch']:.1f}) | "
                      f"{r['saturation_vs_static_same_processes']:.2f} / {r['saturation_vs_best_static']:.2f} | "
@@ -248,14 +268,14 @@ def to_markdown(results: list[dict], overhead: dict) -> str:
 
 
 def _static_at(result: dict, processes: int) -> float:
-    """Fixed full batches through the server path at this process count (JSON keys are strings)."""
-    by = result["static_by_processes"]
-    return by[processes] if processes in by else by[str(processes)]
+    """Fixed full batches through the server path at this process count."""
+    return _by_int(result["static_by_processes"], processes)
 
 
 def plot(results: list[dict], device: str, path: str) -> str:
-    """Per model, process count and clients: p99 over its bound (delay + 2 x the step's batch
-    run; 1.0 or less meets it), labelled with the step's share of static full batches."""
+    """Per model, process count and clients per process ("64c"): p99 over its bound (delay + 2 x
+    the step's batch run; 1.0 or less meets it), labelled with the step's throughput over static
+    full batches at the same process count ("0.87x")."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from bench.report import bar_chart
 
@@ -264,10 +284,33 @@ def plot(results: list[dict], device: str, path: str) -> str:
         for n, steps in sorted(((int(n), v) for n, v in r["load_sweep"].items())):
             static = _static_at(r, n)
             for st in steps:
-                bars.append((f"{r['artifact']} {n}p", f"inferx {st['clients_per_process']} clients "
-                             f"{st['throughput_rps'] / static:.2f}x static",
+                bars.append((f"{r['artifact']} {n}p", f"inferx {st['clients_per_process']}c "
+                             f"{st['throughput_rps'] / static:.2f}x",
                              st["p99_ms"] / st["p99_bound_in_run_ms"], "ok"))
-    return bar_chart(bars, f"p99 / (delay + 2 x batch time) by load ({device}; 1.0 or less meets)", path)
+    return bar_chart(bars, f"p99 / (delay + 2 x batch time), by load; label: clients per process, "
+                           f"share of static ({device})", path)
+
+
+def write(results: list[dict], overhead: dict, out: str, device: str) -> str:
+    """serving_DEVICE.{json,md,png} in `out` (cpu:sync -> serving_cpu-sync.*)."""
+    md = to_markdown(results, overhead)
+    os.makedirs(out, exist_ok=True)
+    stem = os.path.join(out, "serving_" + device.replace(":", "-"))
+    with open(stem + ".json", "w") as f:
+        json.dump({"results": results, "overhead": overhead}, f, indent=1, default=str)
+    with open(stem + ".md", "w") as f:
+        f.write(md + "\n")
+    plot(results, device, stem + ".png")
+    return md
+
+
+def redo(path: str) -> int:
+    with open(path) as f:
+        doc = json.load(f)
+    results = [with_saturation(r) for r in doc["results"]]
+    device = results[0]["device"]
+    print(write(results, doc["overhead"], os.path.dirname(os.path.abspath(path)), device))
+    return 0
 
 
 def main() -> int:
@@ -285,19 +328,16 @@ def main() -> int:
     p.add_argument("--load-steps", default="0.5,1,1.5,2",
                    help="closed-loop clients per process, as multiples of max_batch_size x instances")
     p.add_argument("--instances", type=int, default=None, help="model instances per device (see inferx-bench)")
-    p.add_argument("--replot", default=None, metavar="JSON",
-                   help="only draw serving_DEVICE.png beside an existing serving_DEVICE.json")
     p.add_argument("--trivial", default=None, help="prebuilt trivial-model artifact for the overhead "
                    "figure (built here for the cpu target when absent)")
+    p.add_argument("--redo", default=None, metavar="JSON",
+                   help="only recompute the saturation point and rewrite serving_DEVICE.md/.png beside an "
+                        "existing serving_DEVICE.json (measurements untouched)")
     args = p.parse_args()
-    if args.replot:
-        with open(args.replot) as f:
-            doc = json.load(f)
-        png = os.path.splitext(args.replot)[0] + ".png"
-        print(plot(doc["results"], doc["results"][0]["device"], png), "->", png)
-        return 0
+    if args.redo:
+        return redo(args.redo)
     if not args.artifacts:
-        p.error("give the artifacts to measure (or --replot JSON)")
+        p.error("give the artifacts to measure (or --redo JSON)")
     if args.cpu_workers is not None:
         from inferx_compiler.runtime.devices import configure_cpu
 
@@ -319,15 +359,10 @@ def main() -> int:
                                [float(k) for k in args.load_steps.split(",")], instances))
     trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
     overhead = dict(overhead_us(trivial, args.device), device=args.device, cpu_workers=args.cpu_workers)
-    md = to_markdown(results, overhead)
-    print(md)
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"serving_{args.device}.json"), "w") as f:
-            json.dump({"results": results, "overhead": overhead}, f, indent=1, default=str)
-        with open(os.path.join(args.out, f"serving_{args.device}.md"), "w") as f:
-            f.write(md + "\n")
-        plot(results, args.device, os.path.join(args.out, f"serving_{args.device}.png"))
+        print(write(results, overhead, args.out, args.device))
+    else:
+        print(to_markdown(results, overhead))
     return 0
 
 
