@@ -92,3 +92,54 @@ def test_prepare_gpu_weight_rebuild_is_exact(name):
     finally:
         sys.path.remove(os.path.abspath(BENCH))
     assert prep.weight_digests(models.build(name)) == prep.weight_digests(models.build(name))
+
+
+def _serving_figures():
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "serving_figures.py")
+    spec = importlib.util.spec_from_file_location("serving_figures", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _step(processes, clients, rps, p99=1.0, bound=2.0):
+    return {"processes": processes, "clients_per_process": clients, "concurrency": processes * clients,
+            "throughput_rps": rps, "p50_ms": p99 / 2, "p99_ms": p99, "mean_batch": 8.0,
+            "median_batch_exec_ms": 0.5, "p99_bound_static_ms": bound, "p99_bound_in_run_ms": bound,
+            "within_static_bound": p99 <= bound, "within_in_run_bound": p99 <= bound}
+
+
+def test_serving_figures_knee_is_the_fewest_clients_near_the_best():
+    """Saturation = the step with the fewest clients in all within 90% of the best throughput;
+    past it, more clients only add queueing."""
+    sf = _serving_figures()
+    steps = [_step(1, 8, 500), _step(1, 16, 950), _step(1, 32, 1000, p99=9.0),
+             _step(4, 8, 960), _step(4, 16, 990)]
+    assert (sf.knee(steps)["processes"], sf.knee(steps)["clients_per_process"]) == (1, 16)
+    steps.append(_step(4, 32, 4000))
+    assert sf.knee(steps)["concurrency"] == 128  # the only step within 90% of 4000
+
+
+def test_serving_figures_redo_rewrites_the_report(tmp_path):
+    """--redo recomputes the saturation point from a saved JSON (string keys, as json writes
+    them) and rewrites the markdown and the plot beside it."""
+    sf = _serving_figures()
+    result = {"artifact": "m.ixa", "device": "cpu:sync", "instances": 1,
+              "config": {"max_batch_size": 16, "max_queue_delay_us": 100, "preferred_batch_sizes": [16]},
+              "static": {"8": {"exec_ms": 1.0, "rows_per_s": 8000.0}}, "best_static_batch": 8,
+              "static_by_processes": {"1": 7000.0},
+              "load_sweep": {"1": [_step(1, 8, 4000), _step(1, 16, 7500, p99=1.5), _step(1, 32, 7600, p99=4.0)]},
+              "p99_budget_ms": 10.0,
+              "max_rate_within_budget": {"batching": 5000.0, "no_batching": 2000.0,
+                                         "batching_processes": 1, "no_batching_processes": 1}}
+    overhead = {"device": "cpu:sync", "overhead_us": 15.0, "direct_run_us": 30.0, "through_batcher_us": 45.0,
+                "future_overhead_us": 100.0, "batcher_alone_noop_model_us": 70.0, "cpu_workers": None}
+    path = tmp_path / "serving_cpu-sync.json"
+    path.write_text(json.dumps({"results": [result], "overhead": overhead}))
+    assert sf.redo(str(path)) == 0
+    doc = json.loads(path.read_text())["results"][0]
+    assert doc["saturation"]["clients_per_process"] == 16 and doc["processes"] == 1
+    assert abs(doc["saturation_vs_static_same_processes"] - 7500 / 7000) < 1e-9
+    md = (tmp_path / "serving_cpu-sync.md").read_text()
+    assert "| m.ixa | 1 × 16 * | 7500 |" in md and "yes / yes" in md
+    assert (tmp_path / "serving_cpu-sync.png").read_bytes()[:4] == b"\x89PNG"

@@ -293,3 +293,30 @@ def test_body_over_the_limit_is_refused(server, monkeypatch):
     status, body = post(server.url + "/v2/models/cnn/infer",
                         {"inputs": [tensor("x", np.zeros((1, 3, 32, 32), np.float32))]})
     assert status == 413 and "over the limit of 100" in body["error"]
+
+
+def test_serving_on_cpu_sync_instances(cnn_artifact):
+    """A server on `cpu:sync` with two model instances: concurrent answers match onnxruntime
+    and the lane is named after the device."""
+    service = Service(cnn_artifact[1], ServiceOptions(devices=("cpu:sync",), instances=2, max_queue_delay_us=2000))
+    srv = InferenceServer(service, "cnn", port=0).start()
+    try:
+        inputs = [np.random.default_rng(i).standard_normal((1, 3, 32, 32)).astype(np.float32) for i in range(16)]
+        answers = [None] * len(inputs)
+
+        def client(i):
+            answers[i] = post(srv.url + "/v2/models/cnn/infer", {"inputs": [tensor("x", inputs[i])]})
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(inputs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate(inputs)})["logits"]
+        for i, (status, body) in enumerate(answers):
+            assert status == 200
+            got = np.asarray(body["outputs"][0]["data"], np.float32).reshape(1, 10)
+            assert rel_l2(got, reference[i:i + 1]) <= 1e-4
+        assert 'lane="cpu:sync#0"' in get(srv.url + "/metrics")[1]
+    finally:
+        srv.shutdown()

@@ -140,6 +140,18 @@ def test_inferx_bench_server_processes(cnn_artifact):
     assert result["throughput_rps"] == pytest.approx(sum(result["per_process_rps"]))
 
 
+def test_inferx_bench_cpu_sync_instances(cnn_artifact, capsys):
+    """--device cpu:sync --instances 2: one lane, two instances behind its queue."""
+    from inferx_compiler.cli.bench import main
+
+    assert main([cnn_artifact[1], "--device", "cpu:sync", "--instances", "2", "--concurrency", "8",
+                 "--duration", "0.5", "--warmup", "0.2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["devices"] == ["cpu:sync"] and result["requests"] > 0 and result["errors"] == 0
+    assert main([cnn_artifact[1], "--device", "cpu:sync", "--instances", "0", "--duration", "0.1"]) != 0
+    assert "instances must be >= 1" in capsys.readouterr().err
+
+
 def test_inferx_bench_bad_processes(cnn_artifact, capsys):
     from inferx_compiler.cli.bench import main
 
