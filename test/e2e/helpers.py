@@ -22,3 +22,14 @@ def onnxruntime_outputs(model_path: str, feeds: dict) -> dict:
 def save(model: onnx.ModelProto, path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def run_clients(client, n: int) -> None:
+    """Run client(0) ... client(n - 1), each in its own thread, and wait for all of them."""
+    import threading
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

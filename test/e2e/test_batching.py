@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 
+from helpers import run_clients
 from inferx_compiler.runtime.batching import (BatchingConfig, DynamicBatcher, Priority, QueueFullError,
                                               RequestTimeoutError)
 from inferx_compiler.tensor_spec import TensorSpec
@@ -173,11 +174,7 @@ def test_many_threads_each_get_their_own_result():
             if out["y"].shape != (rows, 4) or not np.all(out["y"] == 2.0 * value):
                 errors.append((tid, i))
 
-    threads = [threading.Thread(target=client, args=(t,)) for t in range(n_threads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, n_threads)
     b.close()
     assert not errors
     assert b.stats.requests == n_threads * per_thread
@@ -269,11 +266,7 @@ def test_pipelined_batches_with_many_threads():
             if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
                 errors.append((tid, i))
 
-    threads = [threading.Thread(target=client, args=(t,)) for t in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, 12)
     b.close()
     assert not errors and b.stats.requests == 1200 and b.stats.rows == 1200
 
@@ -350,11 +343,7 @@ def test_instances_with_many_threads():
             if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
                 errors.append((tid, i))
 
-    threads = [threading.Thread(target=client, args=(t,)) for t in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, 16)
     b.close()
     assert not errors and b.stats.requests == 16 * 80 and b.stats.rows == 16 * 80
     assert all(n > 0 for n in ran), ran

@@ -13,7 +13,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from helpers import onnxruntime_outputs, rel_l2
+from helpers import onnxruntime_outputs, rel_l2, run_clients
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.runtime.server import InferenceServer
 from inferx_compiler.runtime.service import Service, ServiceOptions
@@ -80,11 +80,7 @@ def test_concurrent_requests_share_batches_and_each_gets_its_own_answer(server, 
     def client(i):
         results[i] = post(server.url + "/v2/models/cnn/infer", {"inputs": [tensor("x", inputs[i])]})
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, 32)
     reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate(inputs)})["logits"]
     for i, (status, body) in enumerate(results):
         assert status == 200
@@ -237,11 +233,7 @@ def test_a_model_without_a_batch_dim_is_served_one_request_at_a_time(tmp_path):
             x = np.full((2, 3), float(i), np.float32)
             results[i] = post(srv.url + "/v2/models/s/infer", {"inputs": [tensor("x", x)]})
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_clients(client, 8)
         for i, (status, body) in enumerate(results):
             assert status == 200 and body["outputs"][0]["shape"] == [2, 3]
             assert body["outputs"][0]["data"] == [2.0 * i] * 6
@@ -307,11 +299,7 @@ def test_serving_on_cpu_sync_instances(cnn_artifact):
         def client(i):
             answers[i] = post(srv.url + "/v2/models/cnn/infer", {"inputs": [tensor("x", inputs[i])]})
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(inputs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        run_clients(client, len(inputs))
         reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate(inputs)})["logits"]
         for i, (status, body) in enumerate(answers):
             assert status == 200

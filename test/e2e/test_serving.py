@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import inferx_compiler
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import onnxruntime_outputs, rel_l2, run_clients, save
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher, Priority
@@ -197,8 +197,6 @@ def test_cpu_sync_device_matches_onnxruntime(cnn_artifact):
 def test_service_with_cpu_sync_instances(cnn_artifact):
     """Two `cpu:sync` instances under one queue: concurrent clients each get their own rows
     (checked against onnxruntime), and both instances ran batches."""
-    import threading
-
     from inferx_compiler.runtime.service import Service, ServiceOptions
 
     service = Service(cnn_artifact[1], ServiceOptions(devices=("cpu:sync",), instances=2, max_queue_delay_us=500))
@@ -217,11 +215,7 @@ def test_service_with_cpu_sync_instances(cnn_artifact):
         for i in range(k, len(requests), 8):
             results[i] = service.submit(requests[i]).result(timeout=60)
 
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_clients(client, 8)
     service.close()
     reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate([r["x"] for r in requests])})["logits"]
     got = np.concatenate([r["logits"] for r in results])
