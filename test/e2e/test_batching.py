@@ -47,6 +47,22 @@ def req(value: float, rows: int = 1) -> dict:
     return {"x": np.full((rows, 4), value, np.float32)}
 
 
+def doubled_by_clients(batcher, clients: int, each: int) -> list:
+    """`clients` threads each submit `each` distinct values to a y = 2x model and wait for each;
+    the batcher is closed after. Returns the (client, i) whose answer was not its own."""
+    errors = []
+
+    def client(tid):
+        for i in range(each):
+            value = tid * 1000 + i
+            if batcher.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
+                errors.append((tid, i))
+
+    run_clients(client, clients)
+    batcher.close()
+    return errors
+
+
 def make(config=BatchingConfig(max_batch_size=4, max_queue_delay_us=1000), buckets=(), **kw):
     clock, model = FakeClock(), Recorder(**kw)
     return DynamicBatcher(model, SPECS, config, buckets=buckets, clock=clock, start=False), clock, model
@@ -258,17 +274,8 @@ def test_pipelined_batches_with_many_threads():
         return {"y": feeds["x"] * 2.0}
 
     b = DynamicBatcher(slow, SPECS, BatchingConfig(max_batch_size=8, max_queue_delay_us=300, pipeline_depth=2))
-    errors = []
-
-    def client(tid):
-        for i in range(100):
-            value = tid * 1000 + i
-            if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
-                errors.append((tid, i))
-
-    run_clients(client, 12)
-    b.close()
-    assert not errors and b.stats.requests == 1200 and b.stats.rows == 1200
+    assert not doubled_by_clients(b, clients=12, each=100)
+    assert b.stats.requests == 1200 and b.stats.rows == 1200
 
 
 def test_inputs_without_a_batch_dim_run_one_request_per_batch():
@@ -335,15 +342,6 @@ def test_instances_with_many_threads():
     runs = [instance(i) for i in range(3)]
     b = DynamicBatcher(runs[0], SPECS, BatchingConfig(max_batch_size=4, max_queue_delay_us=200),
                        instance_runs=runs)
-    errors = []
-
-    def client(tid):
-        for i in range(80):
-            value = tid * 1000 + i
-            if b.submit(req(value)).result(timeout=30)["y"][0, 0] != 2.0 * value:
-                errors.append((tid, i))
-
-    run_clients(client, 16)
-    b.close()
-    assert not errors and b.stats.requests == 16 * 80 and b.stats.rows == 16 * 80
+    assert not doubled_by_clients(b, clients=16, each=80)
+    assert b.stats.requests == 16 * 80 and b.stats.rows == 16 * 80
     assert all(n > 0 for n in ran), ran
