@@ -22,20 +22,17 @@ from concurrent.futures import Future
 import numpy as np
 
 from .common import run_cli
+from .serving_options import add_serving_arguments, service_options
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferx-bench", description="Load-test an .ixa artifact.")
     p.add_argument("artifact")
-    p.add_argument("--device", action="append", default=None,
-                   help="device to serve on: cpu, cpu:sync, cuda, cuda:N (repeat for several lanes under one "
-                        "scheduler)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--concurrency", type=int, default=None, help="closed loop: N clients (default 8)")
     mode.add_argument("--rate", type=float, default=None, help="open loop: requests per second")
     p.add_argument("--duration", type=float, default=5.0, help="seconds of load (default 5)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of load not measured")
-    p.add_argument("--no-batching", action="store_true", help="run every request alone")
     p.add_argument("--processes", type=int, default=1,
                    help="server processes sharing the device(s), each with its own session, batcher, "
                         "interpreter and share of the load (default 1)")
@@ -44,16 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=1, help="batch rows per request (default 1)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
                    help="size for a dynamic non-batch dim (default 1)")
-    p.add_argument("--max-batch-size", type=int, default=None)
-    p.add_argument("--max-queue-delay-us", type=int, default=None)
-    p.add_argument("--pipeline-depth", type=int, default=None,
-                   help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
-    p.add_argument("--instances", type=int, default=None,
-                   help="model instances per device sharing its queue, one batch running on each "
-                        "(default: one per core for cpu:sync, else 1)")
-    p.add_argument("--cpu-workers", type=int, default=None,
-                   help="IREE CPU worker threads (default one per core; on a small machine, one core "
-                        "fewer leaves room for the serving threads)")
+    add_serving_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--debug", action="store_true")
     return p
@@ -174,12 +162,9 @@ def _parse_dim(text: str) -> tuple[str, int]:
 
 
 def _servers(args):
-    from inferx_compiler.runtime.service import Service, ServiceOptions
+    from inferx_compiler.runtime.service import Service
 
-    return Service(args.artifact, ServiceOptions(
-        devices=args.device or (None,), batching=not args.no_batching, rows_per_request=args.rows,
-        max_batch_size=args.max_batch_size, max_queue_delay_us=args.max_queue_delay_us,
-        pipeline_depth=args.pipeline_depth, cpu_workers=args.cpu_workers, instances=args.instances))
+    return Service(args.artifact, service_options(args, rows_per_request=args.rows))
 
 
 class _Recorder:

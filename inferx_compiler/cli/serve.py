@@ -22,6 +22,7 @@ import sys
 import time
 
 from .common import run_cli
+from .serving_options import add_serving_arguments, service_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,18 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
     p.add_argument("--workers", type=int, default=1,
                    help="server processes sharing the port, each with its own session and batcher (default 1)")
-    p.add_argument("--device", action="append", default=None,
-                   help="device to serve on: cpu, cpu:sync, cuda, cuda:N (repeat for several lanes under one "
-                        "scheduler)")
-    p.add_argument("--no-batching", action="store_true", help="run every request alone")
-    p.add_argument("--max-batch-size", type=int, default=None)
-    p.add_argument("--max-queue-delay-us", type=int, default=None)
-    p.add_argument("--pipeline-depth", type=int, default=None,
-                   help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
-    p.add_argument("--instances", type=int, default=None,
-                   help="model instances per device sharing its queue, one batch running on each "
-                        "(default: one per core for cpu:sync, else 1)")
-    p.add_argument("--cpu-workers", type=int, default=None, help="IREE CPU worker threads (default one per core)")
+    add_serving_arguments(p)
     p.add_argument("--debug", action="store_true")
     return p
 
@@ -83,12 +73,9 @@ def _serve_until_stopped(server) -> None:
 def _server(args, name: str, port: int, **shared):
     from inferx_compiler.errors import InputValidationError
     from inferx_compiler.runtime.server import InferenceServer
-    from inferx_compiler.runtime.service import Service, ServiceOptions
+    from inferx_compiler.runtime.service import Service
 
-    service = Service(args.artifact, ServiceOptions(
-        devices=args.device or (None,), batching=not args.no_batching, max_batch_size=args.max_batch_size,
-        max_queue_delay_us=args.max_queue_delay_us, pipeline_depth=args.pipeline_depth,
-        cpu_workers=args.cpu_workers, instances=args.instances))
+    service = Service(args.artifact, service_options(args))
     try:
         return InferenceServer(service, name, args.host, port, **shared)
     except OSError as e:
