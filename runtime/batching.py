@@ -113,8 +113,9 @@ class DynamicBatcher:
 
     `run_batch(feeds) -> outputs` runs one padded batch (e.g. `InferenceSession.run`); `gather`,
     when given (see `for_session`), runs a batch from the request arrays directly, skipping the
-    intermediate concatenation. `default_pipeline_depth` applies when the config leaves
-    `pipeline_depth` unset. With `start=False` nothing runs in the background: call `step()`
+    intermediate concatenation. `instance_runs` (one `run_batch` per model instance, see
+    `for_sessions`) lets that many batches run at once. `default_pipeline_depth` applies when
+    the config leaves `pipeline_depth` unset. With `start=False` nothing runs in the background: call `step()`
     (tests, fake clock).
     """
 

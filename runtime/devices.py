@@ -3,8 +3,8 @@ target.
 
 `cpu` is IREE's local-task driver: a pool of worker threads, one call spread over the cores.
 `cpu:sync` is local-sync: a call runs in the calling thread, one core per call, with no worker
-to wake. Serving on a small machine, one `cpu:sync` lane per core (each with its own batch
-thread) beats one pooled `cpu` lane: no cross-thread wake-up per call (on the 2-core CI VM a
+to wake. Serving on a small machine, one `cpu:sync` model instance per core (each run by its own
+batch thread) beats one pooled `cpu` session: no cross-thread wake-up per call (on the 2-core CI VM a
 direct b1 call after an idle gap: p99 3.9 ms pooled vs 0.16 ms in the caller's thread) and no
 barrier between workers inside a call (encoder b16, two callers: 11,300 vs 5,600 rows/s).
 """
