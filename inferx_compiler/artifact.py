@@ -59,6 +59,8 @@ class Manifest:
     weights: Optional[dict] = None
     precision_plan: Optional[dict] = None
     batch_buckets: Optional[list] = None  # [{"size", "latency_ms", "measured", "device"}]
+    # static-shape functions beside entry_function: [{"name", "output_entry", "dims": {dim: size}}]
+    functions: list = field(default_factory=list)
     members: dict = field(default_factory=dict)  # member -> sha256
     notes: list[str] = field(default_factory=list)
 
@@ -73,7 +75,7 @@ class Manifest:
             "inputs": [s.to_json() for s in self.inputs],
             "outputs": [s.to_json() for s in self.outputs],
             "weights": self.weights, "precision_plan": self.precision_plan,
-            "batch_buckets": self.batch_buckets,
+            "batch_buckets": self.batch_buckets, "functions": self.functions,
             "members": self.members, "notes": self.notes,
         }
 
@@ -93,6 +95,7 @@ class Manifest:
                    executable=d["executable"],
                    module=d["module"], weights=d.get("weights"),
                    precision_plan=d.get("precision_plan"), batch_buckets=d.get("batch_buckets"),
+                   functions=d.get("functions", []),
                    members=d.get("members", {}),
                    notes=d.get("notes", []))
 

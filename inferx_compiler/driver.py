@@ -22,11 +22,12 @@ from typing import Optional
 
 from . import graph_lowering, onnx_frontend
 from .artifact import Manifest, PARAMETER_SCOPE, MODULE_MLIR, MODULE_VMFB, write_artifact
-from .errors import TargetError
+from .errors import ModelLoadError, PipelineError, TargetError
 from .log import BuildLog
 from .mlir_contexts import module_to_bytecode, new_graph_context
 from .targets import Target, get_target
 from .passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
+from .specialization import DEFAULT_STATIC_BATCHES, Specialization, batch_specializations
 from .versions import stack_versions
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
@@ -45,6 +46,7 @@ class CompileOptions:
     extra_iree_flags: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = ()
     measure_buckets: bool = True
+    dynamic_only: bool = False  # no static-shape functions (see specialization.py)
     keep_f64: bool = False  # set by the driver when the model computes in float64
 
 
@@ -126,6 +128,7 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"))
     options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared))
+    parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
     ctx = new_graph_context()
     with ctx:
         module_op = graph_lowering.import_onnx(prepared, ctx)
@@ -134,12 +137,41 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
         if options.emit == "torch":
             return CompileResult(output=_asm(module_op))
         graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log, prepared)
-        graph_lowering.mark_parameter_args(module_op, graph_lowering.trailing_parameter_keys(
-            len(prepared.inputs), list(prepared.weights)))
+        graph_lowering.mark_parameter_args(module_op, parameter_keys)
+        specs = []
+        for spec in static_specializations(options, target, prepared.inputs):
+            try:
+                _add_specialized_function(module_op, prepared, spec, parameter_keys, log)
+                specs.append(spec)
+            except (PipelineError, ModelLoadError) as e:
+                log.warn(f"no static-shape function @{spec.function}: {str(e).splitlines()[0]}; "
+                         f"the dynamic function serves that batch")
     model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
                   "upgraded_from_opset": prepared.upgraded_from}
     return compile_linalg(module_op, ctx, target, options, log, model_info,
-                           prepared.inputs, prepared.outputs, prepared.weights)
+                           prepared.inputs, prepared.outputs, prepared.weights, specs)
+
+
+def static_specializations(options: CompileOptions, target: Target, inputs) -> list[Specialization]:
+    """The static-shape functions this build adds beside the dynamic one (specialization.py)."""
+    if options.dynamic_only or not target.executable:
+        return []
+    sizes = options.batch_sizes or DEFAULT_STATIC_BATCHES
+    return batch_specializations(graph_lowering.ENTRY_FUNCTION, inputs, sizes)
+
+
+def _add_specialized_function(module_op, prepared, spec: Specialization, parameter_keys, log) -> None:
+    """Import the model again with `spec`'s dims fixed, lower it, and move its entry function
+    into `module_op` as `spec.function` (its weight arguments carry the same parameter keys)."""
+    proto = onnx_frontend.specialize(prepared, dict(spec.dims))
+    static = dataclasses.replace(prepared, proto=proto)
+    other = graph_lowering.import_onnx(static, module_op.context)
+    graph_lowering.convert_onnx_ops(other, static, log)
+    graph_lowering.lower_to_linalg(other, graph_lowering.TORCH_TO_LINALG, log, static)
+    graph_lowering.mark_parameter_args(other, parameter_keys)
+    graph_lowering.move_entry_function(other, module_op, spec.function)
+    log.step(f"added the static-shape function @{spec.function} "
+             f"({', '.join(f'{k}={v}' for k, v in spec.dims)})")
 
 
 def check_request(options: CompileOptions) -> Target:
@@ -156,7 +188,8 @@ def check_request(options: CompileOptions) -> Target:
 
 
 def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
-                    model_info: dict, inputs, outputs, weights) -> CompileResult:
+                    model_info: dict, inputs, outputs, weights,
+                    specs: list[Specialization] = ()) -> CompileResult:
     from .passes.pipeline import run_pipeline
     from . import iree_backend
 
@@ -188,6 +221,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
+    manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX) for spec in specs]
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          weights=weights)
 

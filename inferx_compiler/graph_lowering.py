@@ -164,6 +164,23 @@ def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, st
     return {n_user_inputs + i: k for i, k in enumerate(keys)}
 
 
+def move_entry_function(source_module, dest_module, new_name: str) -> None:
+    """Move `source_module`'s entry function into `dest_module` under `new_name` (both modules
+    in one context). torch-mlir's linalg output holds the entry function alone; a module with
+    other symbols (which would need renaming apart) is refused."""
+    from torch_mlir import ir
+
+    entry = _entry_function(source_module)
+    helpers = [op.operation for op in source_module.regions[0].blocks[0].operations
+               if op.operation != entry]
+    if helpers:
+        raise PipelineError(f"the lowered module holds {len(helpers)} symbols beside @{ENTRY_FUNCTION}; "
+                            f"a static-shape copy cannot be merged yet")
+    with dest_module.context:
+        entry.attributes["sym_name"] = ir.StringAttr.get(new_name)
+        dest_module.regions[0].blocks[0].append(entry)
+
+
 def _entry_function(module_op):
     for op in module_op.regions[0].blocks[0].operations:
         if op.operation.name == "func.func" and op.attributes["sym_name"].value == ENTRY_FUNCTION:

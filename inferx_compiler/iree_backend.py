@@ -42,10 +42,14 @@ class _Compiler:
     def __init__(self, flags: list[str]):
         from iree.compiler.api import Session
 
+        from . import iree_global_options
+
         self.flags = list(flags)
+        session_flags, global_flags = iree_global_options.split(self.flags)
+        iree_global_options.apply(global_flags)
         self.session = Session()
         try:
-            self.session.set_flags(*self.flags)
+            self.session.set_flags(*session_flags)
         except ValueError as e:
             raise PipelineError(f"IREE rejected the compiler flags: {e}") from None
         self.diagnostics: list[str] = []

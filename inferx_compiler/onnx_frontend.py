@@ -96,6 +96,20 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
                          _node_index(model))
 
 
+def specialize(prepared: PreparedModel, dims: dict[str, int]) -> onnx.ModelProto:
+    """A copy of the prepared model whose named dynamic dims take fixed sizes (`{"batch": 8}`),
+    shapes inferred again: what a static-shape function of the artifact is imported from."""
+    model = onnx.ModelProto()
+    model.CopyFrom(prepared.proto)
+    graph = model.graph
+    for vi in list(graph.input) + list(graph.output):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param in dims:
+                d.dim_value = dims[d.dim_param]  # sets the oneof: dim_param is cleared
+    del graph.value_info[:]
+    return _infer_shapes(model, prepared.name)
+
+
 def _check_structure(model: onnx.ModelProto, name: str) -> None:
     if not model.graph.output:
         raise ModelLoadError(f"model '{name}': the graph has no outputs")

@@ -12,6 +12,8 @@ into
 
 Why: weights then never enter the IR; the runtime maps them from the artifact's
 parameter archive, and IREE inlines the call and hoists work on the constant weights.
+Entry functions that name the same parameter key (a model's static-shape functions beside its
+dynamic one) load the same global: the weights exist once.
 Spelled `inferx-bind-parameters{scope=model}`.
 """
 
@@ -35,10 +37,11 @@ class BindParameters(ModulePass):
     scope: str = "model"
 
     def run(self, module) -> None:
+        globals_by_key: dict = {}  # parameter key -> (global symbol, type), shared by all entries
         for func_op in public_functions(module):
             keys = _parameter_keys(func_op)
             if any(k is not None for k in keys):
-                _bind(module, func_op, keys, self.scope)
+                _bind(module, func_op, keys, self.scope, globals_by_key)
 
 
 def _parameter_keys(func_op) -> list:
@@ -47,7 +50,7 @@ def _parameter_keys(func_op) -> list:
     return [ir.StringAttr(d[PARAMETER_ATTR]).value if PARAMETER_ATTR in d else None for d in arg_attrs(func_op)]
 
 
-def _bind(module, func_op, keys: list, scope: str) -> None:
+def _bind(module, func_op, keys: list, scope: str, globals_by_key: dict) -> None:
     from iree.compiler import ir
     from iree.compiler.dialects import func, util
 
@@ -70,9 +73,15 @@ def _bind(module, func_op, keys: list, scope: str) -> None:
                 if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape:
                     raise PassFailure(f"parameter '{k}' must be a statically shaped tensor, got {t}",
                                       func_op)
-                sym = f"__inferx_param_{i}"
-                init = ir.Attribute.parse(f'#stream.parameter.named<"{_escape(scope)}"::"{_escape(k)}"> : {t}')
-                util.GlobalOp(sym, ir.TypeAttr.get(t), sym_visibility="private", initial_value=init)
+                if k not in globals_by_key:
+                    sym = f"__inferx_param_{len(globals_by_key)}"
+                    init = ir.Attribute.parse(f'#stream.parameter.named<"{_escape(scope)}"::"{_escape(k)}"> : {t}')
+                    util.GlobalOp(sym, ir.TypeAttr.get(t), sym_visibility="private", initial_value=init)
+                    globals_by_key[k] = (sym, t)
+                sym, known = globals_by_key[k]
+                if known != t:
+                    raise PassFailure(f"parameter '{k}' is {known} in one entry function and {t} in "
+                                      f"@{name}", func_op)
                 globals_[i] = (sym, t)
             wrapper = func.FuncOp(name, ir.FunctionType.get(user_types, results))
             entry = wrapper.add_entry_block()

@@ -34,22 +34,50 @@ class InferenceSession:
         self._module = rt.VmModule.copy_buffer(self._instance, self.artifact.member_view(m.module))
         modules.append(self._module)
         self._context = rt.VmContext(self._instance, modules=modules)
-        fn = self._module.lookup_function(m.entry_function)
-        if fn is None:
-            raise ArtifactError(f"{path}: module has no function '{m.entry_function}'")
-        self._invoker = rt.FunctionInvoker(self._context, self._device, fn)
-        self._into_invoker = self._output_entry(rt)
+        self._invoker = self._function_invoker(rt, m.entry_function, required=True)
+        self._into_invoker = self._output_entry(rt, m.output_entry_function)
+        # Static-shape functions (specialization.py): (dims, invoker, output-entry invoker).
+        self._static = [(f["dims"], self._function_invoker(rt, f["name"], required=True),
+                         self._output_entry(rt, f.get("output_entry"))) for f in m.functions]
+        self._chosen: dict[tuple, tuple] = {}  # input shapes -> (invoker, output-entry invoker)
         self._staging = StagingBuffers(self._device)
         self._lock = threading.Lock()  # one invocation at a time; run()'s staging buffers are shared
 
-    def _output_entry(self, rt):
-        """The invoker of the entry that writes results into caller buffers, when the module
-        has one and every output's dtype can be stored by the caller."""
-        name = self.artifact.manifest.output_entry_function
+    def _function_invoker(self, rt, name: str, required: bool = False):
         fn = self._module.lookup_function(name) if name else None
-        if fn is None or not all(s.dtype in STORABLE_DTYPES for s in self.outputs):
+        if fn is None:
+            if required:
+                raise ArtifactError(f"{self.artifact.path}: module has no function '{name}'")
             return None
         return rt.FunctionInvoker(self._context, self._device, fn)
+
+    def _output_entry(self, rt, name: str | None):
+        """The invoker of the entry that writes results into caller buffers, when the module
+        has one and every output's dtype can be stored by the caller."""
+        if not all(s.dtype in STORABLE_DTYPES for s in self.outputs):
+            return None
+        return self._function_invoker(rt, name)
+
+    def _invokers_for(self, shapes: list[tuple]) -> tuple:
+        """(invoker, output-entry invoker) of the function that runs inputs of these shapes: a
+        static-shape function whose fixed dims match, else the dynamic entry function."""
+        key = tuple(shapes)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            values = self._dim_values(shapes)
+            chosen = next(((inv, into) for dims, inv, into in self._static
+                           if all(values.get(d) == size for d, size in dims.items())),
+                          (self._invoker, self._into_invoker))
+            self._chosen[key] = chosen
+        return chosen
+
+    def function_for(self, shapes: list[tuple]) -> str:
+        """The name of the module function that runs inputs of these shapes."""
+        invoker = self._invokers_for(shapes)[0]
+        if invoker is self._invoker:
+            return self.artifact.manifest.entry_function
+        index = [inv for _, inv, _ in self._static].index(invoker)
+        return self.artifact.manifest.functions[index]["name"]
 
     def _parameters_module(self, rt):
         m = self.artifact.manifest
@@ -91,16 +119,16 @@ class InferenceSession:
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
         arrays = list(validate_feeds(feeds, self.inputs).values())
         bind_thread_to_device(self.device_spec)
+        shapes = [a.shape for a in arrays]
         if any(a.dtype == np.bool_ for a in arrays):  # i1 tensors: let the invoker convert them
             with self._lock:
-                return self._collect(self._invoker(*arrays))
-        shapes = [a.shape for a in arrays]
+                return self._collect(self._invokers_for(shapes)[0](*arrays))
         entry = self._staging.entry([(a.shape, a.dtype) for a in arrays], slot=0,
                                     outputs=self._output_signature(shapes))
         with self._lock:  # run()'s buffers (slot 0) are shared by every caller
             for view, a in zip(entry.host_views, arrays):
                 np.copyto(view, a)
-            return self._invoke(entry)
+            return self._invoke(entry, shapes)
 
     def run_gathered(self, parts: list[list[np.ndarray]], rows: int, bucket: int,
                      slot: int = 0) -> dict[str, np.ndarray]:
@@ -118,33 +146,39 @@ class InferenceSession:
         for view, arrays in zip(entry.host_views, parts):
             write_rows(view, arrays, rows)
         with self._lock:
-            return self._invoke(entry)
+            return self._invoke(entry, [shape for shape, _ in signature])
 
-    def _invoke(self, entry) -> dict[str, np.ndarray]:
-        """Run on an entry's input buffers (the caller holds self._lock). With output buffers,
-        results land in them and are copied out (the next call on the entry overwrites them);
-        without, the module allocates them."""
-        if entry.output_views is not None:
+    def _invoke(self, entry, shapes: list[tuple]) -> dict[str, np.ndarray]:
+        """Run on an entry's input buffers (the caller holds self._lock) through the function
+        for these shapes. With output buffers, results land in them and are copied out (the
+        next call on the entry overwrites them); without, the module allocates them."""
+        invoker, into_invoker = self._invokers_for(shapes)
+        if entry.output_views is not None and into_invoker is not None:
             try:
-                results = self._collect(self._into_invoker(*entry.buffer_views, *entry.output_views))
+                results = self._collect(into_invoker(*entry.buffer_views, *entry.output_views))
                 return {name: np.array(arr, copy=True) for name, arr in results.items()}
             except ValueError:
                 # The results did not fit the buffers shaped from the manifest (a model whose
                 # declared output shape is not what it computes): let the module allocate them
                 # for this shape from now on. If that fails too, its error is the one raised.
                 entry.output_views = None
-        return self._collect(self._invoker(*entry.buffer_views))
+        return self._collect(invoker(*entry.buffer_views))
 
-    def _output_signature(self, input_shapes: list[tuple]) -> list[tuple] | None:
-        """Each output's (shape, dtype) for inputs of these shapes, when the manifest fixes them
-        (static dims, or dims named after an input's dim); None otherwise, or without the entry."""
-        if self._into_invoker is None:
-            return None
+    def _dim_values(self, input_shapes: list[tuple]) -> dict:
+        """Named dynamic dim -> its size in these input shapes."""
         dims = {}
         for spec, shape in zip(self.inputs, input_shapes):
             for want, got in zip(spec.shape, shape):
                 if isinstance(want, str):
                     dims[want] = got
+        return dims
+
+    def _output_signature(self, input_shapes: list[tuple]) -> list[tuple] | None:
+        """Each output's (shape, dtype) for inputs of these shapes, when the manifest fixes them
+        (static dims, or dims named after an input's dim); None otherwise, or without the entry."""
+        if self._invokers_for(input_shapes)[1] is None:
+            return None
+        dims = self._dim_values(input_shapes)
         signature = []
         for spec in self.outputs:
             shape = tuple(d if isinstance(d, int) else dims.get(d) for d in spec.shape)

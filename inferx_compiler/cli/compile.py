@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-sizes", metavar="1,2,4,8",
                    help="batch buckets to record (latency measured on the build machine when it has "
                         "the target's device, estimated otherwise); the batch dim stays dynamic")
+    p.add_argument("--dynamic-only", action="store_true",
+                   help="compile only the dynamic-shape function (by default a static-shape function "
+                        "is added per batch size: batch 1, or each of --batch-sizes)")
     p.add_argument("--no-measure", action="store_true",
                    help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
     p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
@@ -64,7 +67,7 @@ def _work(args) -> int:
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
                              batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
-                             measure_buckets=not args.no_measure)
+                             measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only)
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))

@@ -1,0 +1,131 @@
+"""Measure compiler variants of one model against onnxruntime, interleaved, in one run.
+
+    python tools/bench/knobs.py resnet_lite --batch 1 \
+        --variant base= \
+        --variant o2='--iree-flag=--iree-opt-level=O2' \
+        --variant noconv='--no-conv-strategy'
+
+Each variant is a list of extra `inferx-compile` arguments (shell-split). Every variant is
+compiled in a child process (`inferx-compile --target cpu`), checked against onnxruntime
+fp32 (relative L2 <= --tol) and then timed with onnxruntime in interleaved rounds, the order
+rotated each round; the table gives the median, min-max, the ratio to onnxruntime and the
+dispatch count of the artifact. This is how the target table's IREE knobs and the pass
+decisions are chosen: a knob goes in only where it moves this figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import zipfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+from run import Runners, python_entry, rel_l2  # noqa: E402
+
+
+def compile_variant(onnx_path: str, name: str, extra: list[str], workdir: str, target: str) -> dict:
+    out = os.path.join(workdir, f"{name}.ixa")
+    cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", target, "-o", out,
+                                                          "-q", *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    info = {"variant": name, "args": extra, "compile_s": time.perf_counter() - t0, "path": out,
+            "ok": proc.returncode == 0, "log": (proc.stdout + proc.stderr)[-2000:]}
+    if info["ok"]:
+        with zipfile.ZipFile(out) as z:
+            info["dispatches"] = len(json.loads(z.read("report.json"))["dispatches"])
+    return info
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", help="a tools/bench/models.py name or an .onnx path")
+    p.add_argument("--variant", action="append", required=True, metavar="NAME=ARGS")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--target", default="cpu")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--cache", default=os.environ.get("INFERX_BENCH_CACHE", models.DEFAULT_CACHE))
+    p.add_argument("--json", help="write every sample here")
+    args = p.parse_args(argv)
+
+    onnx_path = args.model if args.model.endswith(".onnx") else models.path(args.model, args.cache)
+    stem = os.path.splitext(os.path.basename(onnx_path))[0]
+    workdir = os.path.join(args.cache, "knobs", stem)
+    os.makedirs(workdir, exist_ok=True)
+    variants = []
+    for spec in args.variant:
+        name, _, rest = spec.partition("=")
+        variants.append((name, shlex.split(rest)))
+
+    import iree.runtime as rt
+
+    rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
+    runners = Runners(args.threads)
+    feeds = models.feeds(onnx_path, args.batch)
+    ref = runners.ort(onnx_path)(feeds)
+    calls = {"ort": runners.ort(onnx_path)}
+    infos = {}
+    for name, extra in variants:
+        info = compile_variant(onnx_path, name, extra, workdir, args.target)
+        infos[name] = info
+        print(f"{name}: compiled in {info['compile_s']:.1f}s ok={info['ok']} "
+              f"dispatches={info.get('dispatches')}", flush=True)
+        if not info["ok"]:
+            print(info["log"], file=sys.stderr)
+            continue
+        import inferx_compiler
+
+        sess = inferx_compiler.load(info["path"], device=args.device)
+        fn = (lambda s: lambda f: list(s.run(f).values()))(sess)
+        err = max(rel_l2(g, r) for g, r in zip(fn(feeds), ref))
+        info["rel_l2"] = err
+        if err > args.tol:
+            print(f"{name}: WRONG (rel L2 {err:.2e}), not timed", flush=True)
+            continue
+        calls[name] = fn
+
+    samples = {k: [] for k in calls}
+    order = list(calls)
+    for k in order:
+        for _ in range(2):
+            calls[k](feeds)
+    for r in range(args.rounds):
+        rot = order[r % len(order):] + order[:r % len(order)]
+        for k in rot:
+            for _ in range(args.iters):
+                t0 = time.perf_counter()
+                calls[k](feeds)
+                samples[k].append((time.perf_counter() - t0) * 1e3)
+    ort_med = float(np.median(samples["ort"]))
+    print(f"\n{stem} batch {args.batch}, {args.threads} threads, load {os.getloadavg()[0]:.1f}")
+    print(f"| variant | median ms | min-max | ÷ ort | dispatches | rel L2 | compile s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for k in order:
+        s = samples[k]
+        med = float(np.median(s))
+        info = infos.get(k, {})
+        print(f"| {k} | {med:.3f} | {min(s):.3f}-{max(s):.3f} | {med / ort_med:.2f} | "
+              f"{info.get('dispatches', '')} | {info.get('rel_l2', 0):.1e} | {info.get('compile_s', 0):.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"model": stem, "batch": args.batch, "samples": samples,
+                       "variants": {k: {kk: vv for kk, vv in v.items() if kk != "log"} for k, v in infos.items()}},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
