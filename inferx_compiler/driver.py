@@ -23,6 +23,7 @@ from typing import Optional
 from . import graph_lowering, onnx_frontend
 from .artifact import Manifest, PARAMETER_SCOPE, MODULE_MLIR, MODULE_VMFB, write_artifact
 from .errors import ModelLoadError, PipelineError, TargetError
+from .iree_backend import BUILD_DIR
 from .log import BuildLog
 from .mlir_contexts import module_to_bytecode, new_graph_context
 from .targets import Target, get_target
@@ -47,6 +48,7 @@ class CompileOptions:
     batch_sizes: tuple[int, ...] = ()
     measure_buckets: bool = True
     dynamic_only: bool = False  # no static-shape functions (see specialization.py)
+    conv_algorithms: str = "auto"  # inferx-conv-strategy's choice: auto, none, or a list
     keep_f64: bool = False  # set by the driver when the model computes in float64
 
 
@@ -63,6 +65,7 @@ class CompileResult:
     manifest: Optional[Manifest] = None
     dispatches: list = field(default_factory=list)
     weights: dict = field(default_factory=dict)
+    decisions: list = field(default_factory=list)
 
 
 def graph_decision_pipeline(options: CompileOptions) -> str:
@@ -77,13 +80,38 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
 
 
 GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
-IREE_INPUT = f"builtin.module(inferx-bind-parameters{{scope={PARAMETER_SCOPE}}},inferx-add-output-entry)"
 DISPATCH = "builtin.module(inferx-dispatch-report)"
 
 
+def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
+    return target.backend == "llvm-cpu" and options.conv_algorithms != "none"
+
+
+def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
+    passes = []
+    if uses_conv_strategy(target, options):
+        allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
+        passes.append(f"inferx-conv-strategy{{target={target.name}{allowed}}}")
+    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
+    """IREE's flags for this build: the target's, what the model's semantics need, the
+    preprocessing that carries out the pass decisions, then the user's extra flags."""
+    from .passes.conv_strategy import PREPROCESSING_PIPELINE
+
     semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
-    return target.iree_flags() + semantic + list(options.extra_iree_flags)
+    decisions = []
+    winograd = target.winograd if options.conv_algorithms == "auto" else "winograd" in options.conv_algorithms
+    if uses_conv_strategy(target, options) and winograd:
+        decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
+    return target.iree_flags() + semantic + decisions + list(options.extra_iree_flags)
+
+
+def build_files(target: Target, options: CompileOptions) -> dict[str, str]:
+    """Files the flags name as {build}/NAME (written next to the compile, kept in reproducers)."""
+    return {}
 
 
 def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Stage]:
@@ -98,7 +126,7 @@ def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Sta
                Stage("graph-lowering", "graph", GRAPH_LOWERING)]
     if target.executable:
         flags = " ".join(iree_flags(target, options))
-        stages += [Stage("iree-input", "iree", IREE_INPUT),
+        stages += [Stage("iree-input", "iree", iree_input_pipeline(target, options)),
                    Stage("iree-to-executable-sources", "iree", f"{flags} --compile-to=executable-sources"),
                    Stage("dispatch", "iree", DISPATCH),
                    Stage("iree-to-vm", "iree", f"{flags} --compile-from=executable-sources")]
@@ -214,38 +242,42 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
         log.warn(f"target '{target.name}': {target.route_note}")
         return CompileResult(output=bytecode_to_text(bytecode), manifest=manifest, weights=weights)
     if options.emit == "executable-sources":
-        text = iree_backend.compile_to_sources_text(bytecode, flags, input_pipeline=IREE_INPUT,
-                                                    dispatch_pipeline=DISPATCH, log=log)
+        text = iree_backend.compile_to_sources_text(
+            bytecode, flags, input_pipeline=iree_input_pipeline(target, options),
+            dispatch_pipeline=DISPATCH, log=log, build_files=build_files(target, options))
         return CompileResult(output=text)
-    result, flags = _compile_with_fallback(bytecode, flags, log)
+    result, flags = _compile_with_fallback(bytecode, flags, log, iree_input_pipeline(target, options),
+                                           build_files(target, options))
     manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX) for spec in specs]
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
+                         decisions=result.decisions,
                          weights=weights)
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 
-def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog):
+def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,
+                           files: dict[str, str]):
     """IREE with the target's flags; if IREE's data tiling fails on this model (IREE 3.13
     rejects some bool-masked attention graphs in linalg.pack), build again without it."""
     from . import iree_backend
     from .errors import PipelineError
 
     try:
-        return iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
-                                           dispatch_pipeline=DISPATCH, log=log), flags
+        return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
+                                           dispatch_pipeline=DISPATCH, log=log, build_files=files), flags
     except PipelineError as e:
         if DATA_TILING_ON not in flags:
             raise
         log.warn(f"IREE failed with data tiling ({str(e).splitlines()[1][:160] if len(str(e).splitlines()) > 1 else e}); "
                  f"building again without data tiling")
         flags = [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"]
-        return iree_backend.compile_module(bytecode, flags, input_pipeline=IREE_INPUT,
-                                           dispatch_pipeline=DISPATCH, log=log), flags
+        return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
+                                           dispatch_pipeline=DISPATCH, log=log, build_files=files), flags
 
 
 def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,
@@ -260,15 +292,19 @@ def write_result(result: CompileResult, out_path: str, options: CompileOptions =
         weight_bytes = int(sum(w.nbytes for w in result.weights.values()))
         result.manifest.batch_buckets = buckets.estimate(target, result.dispatches, weight_bytes, sizes)
     write_artifact(out_path, result.manifest, result.output, result.weights,
-                   {"dispatches": result.dispatches})
+                   _report(result))
     device = buckets.present_device(target) if sizes and options.measure_buckets else None
     if device:
         result.manifest.batch_buckets = buckets.measure(out_path, device, sizes)
         write_artifact(out_path, result.manifest, result.output, result.weights,
-                       {"dispatches": result.dispatches})
+                       _report(result))
         if log:
             table = ", ".join(f"b{b['size']}={b['latency_ms']:.2f}ms" for b in result.manifest.batch_buckets)
             log.step(f"measured bucket latency on {device}: {table}")
+
+
+def _report(result: CompileResult) -> dict:
+    return {"dispatches": result.dispatches, "decisions": result.decisions}
 
 
 def _asm(module_op) -> bytes:

@@ -4,12 +4,17 @@
              ─► dispatch passes (inferx-dispatch-report, ...) ─► IREE from there to vm
 
 A failing IREE phase saves its input and prints the `iree-compile` command that
-reproduces it.
+reproduces it. Files a build hands IREE (transform specs, tuning specs) are "build files":
+flags name them as `{build}/NAME` (so the manifest's flags hold no temporary paths); they
+are written to a temporary folder for the compile, and into the reproducer's folder.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 
 from .errors import PipelineError
@@ -17,12 +22,14 @@ from .log import BuildLog
 from .passes.pipeline import run_pipeline, save_reproducer
 
 DISPATCH_PHASE = "executable-sources"
+BUILD_DIR = "{build}"  # flags name build files as {build}/NAME
 
 
 @dataclass
 class IreeResult:
     vmfb: bytes
     dispatches: list[dict] = field(default_factory=list)
+    decisions: list[dict] = field(default_factory=list)  # what the passes decided, op by op
 
 
 def _phase_setters():
@@ -39,12 +46,15 @@ def _phase_setters():
 class _Compiler:
     """One IREE session with its flags and a diagnostics collector."""
 
-    def __init__(self, flags: list[str]):
+    def __init__(self, flags: list[str], build_files: dict[str, str] | None = None):
         from iree.compiler.api import Session
 
         from . import iree_global_options
 
-        self.flags = list(flags)
+        self.build_files = dict(build_files or {})
+        self.build_dir = tempfile.mkdtemp(prefix="inferx-build-")
+        _write_files(self.build_dir, self.build_files)
+        self.flags = [f.replace(BUILD_DIR, self.build_dir) for f in flags]
         session_flags, global_flags = iree_global_options.split(self.flags)
         iree_global_options.apply(global_flags)
         self.session = Session()
@@ -53,7 +63,11 @@ class _Compiler:
         except ValueError as e:
             raise PipelineError(f"IREE rejected the compiler flags: {e}") from None
         self.diagnostics: list[str] = []
+        self.decisions: list[dict] = []
         self.session.context.attach_diagnostic_handler(self._on_diagnostic)
+
+    def close(self) -> None:
+        shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def _on_diagnostic(self, d) -> bool:
         self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {d.message}")
@@ -87,17 +101,27 @@ class _Compiler:
         return inv
 
     def _failure(self, stage: str, saved: bytes, extra: list[str]) -> PipelineError:
-        flags = " ".join(self.flags + extra)
-        repro = save_reproducer(saved, stage, lambda path: f"iree-compile {flags} {path} -o out.vmfb")
+        def command(path: str) -> str:
+            repro_dir = os.path.dirname(path)
+            _write_files(repro_dir, self.build_files)
+            flags = " ".join(f"'{f}'" if "(" in f else f
+                             for f in (f.replace(self.build_dir, repro_dir) for f in self.flags + extra))
+            return f"iree-compile {flags} {path} -o out.vmfb"
+
+        repro = save_reproducer(saved, stage, command)
         detail = "\n".join(self.diagnostics[-12:]) or "(IREE printed no diagnostics)"
         return PipelineError(f"IREE {stage} failed:\n{detail}", repro)
 
 
 def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: str,
                         dispatch_pipeline: str, log: BuildLog):
+    from .passes.remarks import collecting
+
     module_op = compiler.parse(bytecode)
-    with compiler.session.context:
+    with compiler.session.context, collecting() as remarks:
         run_pipeline(module_op, input_pipeline, "iree", stage="iree-input")
+    compiler.decisions = [{"pass": r.pass_name, "function": r.function, "node": r.node,
+                           "decision": r.message} for r in remarks]
     inv = compiler.run_phases(module_op, compile_from=None, compile_to=DISPATCH_PHASE,
                               stage="compile to executable-sources")
     sources = inv.export_module()
@@ -107,24 +131,39 @@ def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: st
     return sources
 
 
+def _write_files(folder: str, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "w") as f:
+            f.write(text)
+
+
 def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
-                   dispatch_pipeline: str, log: BuildLog) -> IreeResult:
-    compiler = _Compiler(flags)
-    sources = _compile_to_sources(compiler, bytecode, input_pipeline, dispatch_pipeline, log)
-    dispatches = read_dispatch_report(sources)
-    log.step(f"dispatch passes ran on {len(dispatches)} dispatches")
-    inv = compiler.run_phases(sources, compile_from=DISPATCH_PHASE, compile_to=None,
-                              stage="compile executable-sources to vm")
-    vmfb = _vm_bytes(inv)
+                   dispatch_pipeline: str, log: BuildLog,
+                   build_files: dict[str, str] | None = None) -> IreeResult:
+    compiler = _Compiler(flags, build_files)
+    try:
+        sources = _compile_to_sources(compiler, bytecode, input_pipeline, dispatch_pipeline, log)
+        dispatches = read_dispatch_report(sources)
+        log.step(f"dispatch passes ran on {len(dispatches)} dispatches")
+        inv = compiler.run_phases(sources, compile_from=DISPATCH_PHASE, compile_to=None,
+                                  stage="compile executable-sources to vm")
+        vmfb = _vm_bytes(inv)
+    finally:
+        compiler.close()
     log.step(f"IREE: wrote the VM module ({len(vmfb) / 2**10:.0f} KiB)")
-    return IreeResult(vmfb, dispatches)
+    return IreeResult(vmfb, dispatches, compiler.decisions)
 
 
 def compile_to_sources_text(bytecode: bytes, flags: list[str], *, input_pipeline: str,
-                            dispatch_pipeline: str, log: BuildLog) -> bytes:
+                            dispatch_pipeline: str, log: BuildLog,
+                            build_files: dict[str, str] | None = None) -> bytes:
     """Stop after the dispatch passes; return executable-sources IR as text (--emit)."""
-    sources = _compile_to_sources(_Compiler(flags), bytecode, input_pipeline, dispatch_pipeline, log)
-    return sources.get_asm().encode()
+    compiler = _Compiler(flags, build_files)
+    try:
+        sources = _compile_to_sources(compiler, bytecode, input_pipeline, dispatch_pipeline, log)
+        return sources.get_asm().encode()
+    finally:
+        compiler.close()
 
 
 def _vm_bytes(inv) -> bytes:

@@ -19,6 +19,7 @@ _PASSES = {
     "inferx-bind-parameters": "bind_parameters:BindParameters",
     "inferx-add-output-entry": "output_entry:AddOutputEntry",
     "inferx-dispatch-report": "dispatch_report:DispatchReport",
+    "inferx-conv-strategy": "conv_strategy:ConvStrategy",
 }
 
 

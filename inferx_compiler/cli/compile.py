@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dynamic-only", action="store_true",
                    help="compile only the dynamic-shape function (by default a static-shape function "
                         "is added per batch size: batch 1, or each of --batch-sizes)")
+    p.add_argument("--conv-algorithms", default="auto", metavar="auto|none|LIST",
+                   help="convolution algorithms inferx-conv-strategy may choose on CPU targets: auto "
+                        "(the target's rule table), none (IREE's default lowering), or a comma-separated "
+                        "subset of matmul,winograd,im2col")
     p.add_argument("--no-measure", action="store_true",
                    help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
     p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
@@ -67,7 +71,8 @@ def _work(args) -> int:
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
                              batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
-                             measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only)
+                             measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
+                             conv_algorithms=_conv_algorithms(args.conv_algorithms))
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))
@@ -91,6 +96,18 @@ def _work(args) -> int:
         with open(args.report, "w") as f:
             json.dump(stats, f, indent=1, sort_keys=True)
     return 0
+
+
+def _conv_algorithms(text: str) -> str:
+    from inferx_compiler.passes.conv_strategy import ALGORITHMS
+
+    if text in ("auto", "none"):
+        return text
+    unknown = [a for a in text.split(",") if a not in ALGORITHMS]
+    if unknown or not text:
+        raise TargetError(f"--conv-algorithms: unknown algorithm(s) {', '.join(unknown) or repr(text)}; "
+                          f"valid: auto, none, or a comma-separated subset of {','.join(ALGORITHMS)}")
+    return text
 
 
 def _default_output(model: str, emit: str) -> str:

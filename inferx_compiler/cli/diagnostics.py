@@ -66,6 +66,14 @@ class DiagnosticCollector:
         if not getattr(err, "error_diagnostics", None) and not self.diagnostics:
             self.diagnostics.append(Diag("error", 0, "unknown", str(err)))
 
+    def add_remarks(self, remarks) -> None:
+        """Decisions passes stated (passes/remarks.py), as `remark` diagnostics."""
+        for r in remarks:
+            d = Diag("remark", r.line, r.location, f"{r.pass_name}: {r.message}")
+            self.diagnostics.append(d)
+            if self.echo:
+                print(f"{d.location}: remark: {d.message}", file=sys.stderr)
+
     def echo_all(self) -> None:
         for d in self.diagnostics:
             print(f"{d.location}: {d.severity}: {d.message}", file=sys.stderr)

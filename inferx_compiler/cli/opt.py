@@ -11,6 +11,7 @@ import sys
 
 from inferx_compiler.errors import InferXError
 from inferx_compiler.mlir_contexts import GRAPH, IREE, bindings, new_context
+from inferx_compiler.passes.remarks import collecting
 
 from .common import run_cli
 from .diagnostics import DiagnosticCollector, check_expected_diagnostics
@@ -88,7 +89,11 @@ def _process_chunk(chunk, elements, level: str, args) -> tuple[str | None, bool]
             module = b.ir.Module.parse(chunk)
             if elements:
                 pm = build_pass_manager(elements, b, ctx, print_ir_after_all=args.print_ir_after_all)
-                pm.run(module.operation)
+                with collecting() as remarks:
+                    try:
+                        pm.run(module.operation)
+                    finally:
+                        collector.add_remarks(remarks)
             output = str(module)
         except b.ir.MLIRError as err:
             collector.add_mlir_error(err)

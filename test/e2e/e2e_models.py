@@ -142,6 +142,43 @@ def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d])], inits)
 
 
+def conv_zoo(seed=4, size=20):
+    """One convolution of every kind the conv strategy pass decides on, chained: a 7x7 stride-2
+    stem on 3 channels, 3x3 stride 1 with 5 -> 7 channels (not a multiple of any vector width),
+    3x3 stride 2, 1x1 stride 1, 1x1 stride 2, a 3x3 stride-1 64 -> 64 conv (Winograd-sized),
+    a dilated 3x3, a grouped 3x3, a depthwise 3x3, a residual add; bias on most, Relu between."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    inits, nodes = {}, []
+
+    def conv(name, x, cin, cout, k, stride=1, pad=0, dilation=1, group=1, bias=True):
+        inits[f"{name}_w"] = _w(rng, cout, cin // group, k, k, scale=1.0 / np.sqrt(cin // group * k * k))
+        ins = [x, f"{name}_w"]
+        if bias:
+            inits[f"{name}_b"] = _w(rng, cout, scale=0.1)
+            ins.append(f"{name}_b")
+        nodes.append(n("Conv", ins, [f"{name}_c"], name=name, kernel_shape=[k, k], strides=[stride, stride],
+                       pads=[pad] * 4, dilations=[dilation, dilation], group=group))
+        nodes.append(n("Relu", [f"{name}_c"], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    h = conv("stem7x7_s2", "x", 3, 5, 7, stride=2, pad=3)           # 20 -> 10
+    h = conv("c3x3_s1_odd", h, 5, 7, 3, pad=1)
+    h = conv("c3x3_s2", h, 7, 16, 3, stride=2, pad=1)                 # 10 -> 5
+    h = conv("c1x1_s1", h, 16, 64, 1, bias=False)
+    skip = h
+    h = conv("c3x3_s1_64", h, 64, 64, 3, pad=1)
+    nodes.append(n("Add", [h, skip], ["res"], name="residual"))
+    h = conv("c3x3_dilated", "res", 64, 32, 3, pad=2, dilation=2)
+    h = conv("c3x3_grouped", h, 32, 32, 3, pad=1, group=4)
+    h = conv("c3x3_depthwise", h, 32, 32, 3, pad=1, group=32)
+    h = conv("c1x1_s2", h, 32, 24, 1, stride=2)                       # 5 -> 3
+    nodes.append(n("Identity", [h], ["y"], name="out"))
+    return _model(nodes, "conv_zoo",
+                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 24, 3, 3])], inits)
+
+
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": transformer_block, "wide_mlp": wide_mlp}
 
 

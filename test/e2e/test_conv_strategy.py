@@ -1,0 +1,80 @@
+"""inferx-conv-strategy end to end: every kind of convolution, every algorithm, against onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import onnx
+import pytest
+
+import inferx_compiler
+from e2e_models import conv_zoo, random_inputs
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.compile import main as compile_main
+
+TOLERANCE = 1e-4
+ALGORITHMS = {"auto": "auto", "winograd": "winograd,matmul,im2col", "none": "none"}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """algorithms -> (onnx path, artifact path), the conv zoo built with static batches 1 and 2."""
+    root = tmp_path_factory.mktemp("conv_zoo")
+    onnx_path = save(conv_zoo(), root / "conv_zoo.onnx")
+    out = {}
+    for name, algorithms in ALGORITHMS.items():
+        artifact = str(root / f"{name}.ixa")
+        assert compile_main([onnx_path, "--target", "cpu", "--batch-sizes", "1,2", "--no-measure",
+                             "--conv-algorithms", algorithms, "-o", artifact, "-q"]) == 0
+        out[name] = (onnx_path, artifact)
+    return out
+
+
+def _decisions(artifact: str) -> dict[str, str]:
+    """ONNX node -> the conv strategy's decision for it in the batch-1 function."""
+    with zipfile.ZipFile(artifact) as z:
+        report = json.loads(z.read("report.json"))
+    return {d["node"]: d["decision"] for d in report["decisions"]
+            if d["pass"] == "inferx-conv-strategy" and d["function"] == "main$b1"}
+
+
+@pytest.mark.parametrize("algorithms", list(ALGORITHMS))
+@pytest.mark.parametrize("batch", [1, 2, 3])  # 1, 2: static-shape functions; 3: the dynamic one
+def test_conv_zoo_matches_onnxruntime(zoo, algorithms, batch):
+    onnx_path, artifact = zoo[algorithms]
+    feeds = random_inputs(onnx.load(onnx_path), batch, seed=batch)
+    expected = onnxruntime_outputs(onnx_path, feeds)["y"]
+    sess = inferx_compiler.load(artifact, device="cpu")
+    got = sess.run(feeds)["y"]
+    assert sess.function_for([feeds["x"].shape]) == ("main" if batch == 3 else f"main$b{batch}")
+    err = rel_l2(got, expected)
+    assert err <= TOLERANCE, f"{algorithms} b{batch}: relative L2 {err:.2e}"
+
+
+def test_decisions_per_convolution(zoo):
+    decisions = _decisions(zoo["auto"][1])
+    assert decisions["stem7x7_s2"].startswith("im2col")
+    assert decisions["c3x3_s1_odd"].startswith("im2col")
+    assert decisions["c3x3_s2"].startswith("im2col")
+    assert decisions["c1x1_s1"].startswith("matmul")
+    assert decisions["c1x1_s2"].startswith("matmul")
+    assert decisions["c3x3_s1_64"].startswith("im2col")  # Winograd is off in the cpu target's record
+    assert decisions["c3x3_dilated"].startswith("declined: dilation")
+    assert decisions["c3x3_grouped"].startswith("declined")
+    assert decisions["c3x3_depthwise"].startswith("declined")
+    assert _decisions(zoo["winograd"][1])["c3x3_s1_64"].startswith("winograd")
+    assert _decisions(zoo["none"][1]) == {}
+
+
+def test_dynamic_function_keeps_direct_convolutions(zoo):
+    with zipfile.ZipFile(zoo["auto"][1]) as z:
+        report = json.loads(z.read("report.json"))
+    dynamic = [d for d in report["decisions"] if d["function"] == "main"]
+    assert dynamic and all(d["decision"].startswith("declined") for d in dynamic)
+
+
+def test_bad_conv_algorithms_flag(tmp_path, capfd):
+    path = save(conv_zoo(), tmp_path / "z.onnx")
+    assert compile_main([path, "--target", "cpu", "--conv-algorithms", "fft", "-o", str(tmp_path / "z.ixa")]) != 0
+    assert "--conv-algorithms: unknown algorithm(s) fft" in capfd.readouterr().err

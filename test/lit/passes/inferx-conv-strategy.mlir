@@ -1,0 +1,79 @@
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{algorithms=winograd,matmul,im2col})' | filecheck %s --check-prefix=WINO
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+
+// A 3x3 stride-1 convolution at batch 1: an im2col copy (affine map oh+kh, ow+kw) reshaped
+// to K x P, then linalg.matmul of the FxK filter with it, accumulating into the conv's init.
+// With Winograd allowed and 64 channels each way it is marked for IREE's Winograd rewrite.
+// REMARK: remark: inferx-conv-strategy: im2col: 3x3 stride (1, 1): im2col + matmul
+// CHECK-DAG:   #[[COPY:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2 + d4, d3 + d5)>
+// CHECK-LABEL: func.func @conv3x3_s1_b1(
+// CHECK-SAME:    %[[X:.+]]: tensor<1x64x58x58xf32>, %[[W:.+]]: tensor<64x64x3x3xf32>, %[[B:.+]]: tensor<1x64x56x56xf32>)
+// CHECK:         %[[COL:.+]] = linalg.generic {indexing_maps = [#[[COPY]], {{.+}}]{{.*}} ins(%[[X]] : tensor<1x64x58x58xf32>) outs({{.+}} : tensor<1x64x3x3x56x56xf32>)
+// CHECK:         %[[COL2:.+]] = tensor.collapse_shape %[[COL]] {{\[}}[0], [1, 2, 3], [4, 5]] : tensor<1x64x3x3x56x56xf32> into tensor<1x576x3136xf32>
+// CHECK:         %[[W2:.+]] = tensor.collapse_shape %[[W]] {{\[}}[0], [1, 2, 3]] : tensor<64x64x3x3xf32> into tensor<64x576xf32>
+// CHECK:         %[[K:.+]] = tensor.collapse_shape %[[COL2]] {{.*}} into tensor<576x3136xf32>
+// CHECK:         %[[ACC:.+]] = tensor.collapse_shape {{.*}} into tensor<64x3136xf32>
+// CHECK:         %[[MM:.+]] = linalg.matmul ins(%[[W2]], %[[K]] : tensor<64x576xf32>, tensor<576x3136xf32>) outs(%[[ACC]] : tensor<64x3136xf32>)
+// CHECK:         tensor.expand_shape %[[MM]]
+// CHECK:         %[[OUT:.+]] = tensor.expand_shape {{.*}} output_shape [1, 64, 56, 56]
+// CHECK:         return %[[OUT]]
+// CHECK-NOT:     linalg.conv_2d
+// WINO-LABEL:  func.func @conv3x3_s1_b1(
+// WINO:          linalg.conv_2d_nchw_fchw {__winograd_conv, inferx.conv_strategy = "winograd"
+func.func @conv3x3_s1_b1(%x: tensor<1x64x58x58xf32>, %w: tensor<64x64x3x3xf32>, %b: tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32> {
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x64x58x58xf32>, tensor<64x64x3x3xf32>) outs(%b : tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32>
+  return %r : tensor<1x64x56x56xf32>
+}
+
+// -----
+
+// 1x1, stride 1: the input is only reshaped (no copy) and multiplied as C x (H*W).
+// REMARK: remark: inferx-conv-strategy: matmul: 1x1 filter, stride (1, 1): a matmul
+// CHECK-LABEL: func.func @conv1x1_s1_b1(
+// CHECK-SAME:    %[[X:.+]]: tensor<1x16x24x24xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         %[[C:.+]] = tensor.collapse_shape %[[X]] {{\[}}[0], [1], [2, 3]] : tensor<1x16x24x24xf32> into tensor<1x16x576xf32>
+// CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<64x16xf32>, tensor<16x576xf32>) outs(%{{.+}} : tensor<64x576xf32>)
+// WINO-LABEL:  func.func @conv1x1_s1_b1(
+// WINO:          linalg.matmul
+func.func @conv1x1_s1_b1(%x: tensor<1x16x24x24xf32>, %w: tensor<64x16x1x1xf32>, %b: tensor<1x64x24x24xf32>) -> tensor<1x64x24x24xf32> {
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x16x24x24xf32>, tensor<64x16x1x1xf32>) outs(%b : tensor<1x64x24x24xf32>) -> tensor<1x64x24x24xf32>
+  return %r : tensor<1x64x24x24xf32>
+}
+
+// -----
+
+// 1x1, stride 2, batch 2: the strided subsampling is copied (map 2*oh, 2*ow), then a
+// contraction with a batch dim n: out[n,f,p] += w[f,k] * col[n,k,p].
+// REMARK: remark: inferx-conv-strategy: matmul: 1x1 filter, stride (2, 2): a matmul
+// CHECK-DAG:   #[[SUB:.+]] = affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4 * 2 + d2, d5 * 2 + d3)>
+// CHECK-DAG:   #[[WMAP:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d3)>
+// CHECK-DAG:   #[[CMAP:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>
+// CHECK-DAG:   #[[OMAP:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @conv1x1_s2_b2(
+// CHECK:         linalg.generic {indexing_maps = [#[[SUB]], {{.+}}]{{.*}} outs({{.+}} : tensor<2x16x1x1x6x6xf32>)
+// CHECK:         %[[R:.+]] = linalg.generic {indexing_maps = [#[[WMAP]], #[[CMAP]], #[[OMAP]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%{{.+}}, %{{.+}} : tensor<32x16xf32>, tensor<2x16x36xf32>) outs(%{{.+}} : tensor<2x32x36xf32>)
+// CHECK:           arith.mulf
+// CHECK:           arith.addf
+// CHECK:         tensor.expand_shape %[[R]] {{\[}}[0], [1], [2, 3]] output_shape [2, 32, 6, 6]
+func.func @conv1x1_s2_b2(%x: tensor<2x16x12x12xf32>, %w: tensor<32x16x1x1xf32>, %b: tensor<2x32x6x6xf32>) -> tensor<2x32x6x6xf32> {
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<2x16x12x12xf32>, tensor<32x16x1x1xf32>) outs(%b : tensor<2x32x6x6xf32>) -> tensor<2x32x6x6xf32>
+  return %r : tensor<2x32x6x6xf32>
+}
+
+// -----
+
+// A 7x7 stride-2 stem with 3 input channels (not a multiple of any vector width): im2col
+// with K = 3*7*7 = 147. Winograd does not apply (7x7, stride 2) even when allowed.
+// REMARK: remark: inferx-conv-strategy: im2col: 7x7 stride (2, 2): im2col + matmul
+// CHECK-LABEL: func.func @stem7x7_s2_c3(
+// CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<16x147xf32>, tensor<147x2304xf32>)
+// WINO-LABEL:  func.func @stem7x7_s2_c3(
+// WINO-NOT:      __winograd_conv
+// WINO:          linalg.matmul
+func.func @stem7x7_s2_c3(%x: tensor<1x3x102x102xf32>, %w: tensor<16x3x7x7xf32>, %b: tensor<1x16x48x48xf32>) -> tensor<1x16x48x48xf32> {
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<1x3x102x102xf32>, tensor<16x3x7x7xf32>) outs(%b : tensor<1x16x48x48xf32>) -> tensor<1x16x48x48xf32>
+  return %r : tensor<1x16x48x48xf32>
+}

@@ -1,0 +1,79 @@
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=a100})' 2>&1 >/dev/null | filecheck %s --check-prefix=GPU
+
+// A dynamic batch: left to IREE (the artifact's static-shape functions get a strategy).
+// CHECK-LABEL: func.func @dynamic_batch(
+// CHECK:         linalg.conv_2d_nchw_fchw
+// GPU: remark: inferx-conv-strategy: declined: target 'a100' (cuda): IREE's GPU pipelines take convolutions as implicit GEMM
+func.func @dynamic_batch(%x: tensor<?x16x26x26xf32>, %w: tensor<16x16x3x3xf32>, %b: tensor<?x16x24x24xf32>) -> tensor<?x16x24x24xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: dynamic batch}}
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<?x16x26x26xf32>, tensor<16x16x3x3xf32>) outs(%b : tensor<?x16x24x24xf32>) -> tensor<?x16x24x24xf32>
+  return %r : tensor<?x16x24x24xf32>
+}
+
+// -----
+
+// Dynamic spatial dims: neither im2col nor a matmul has static sizes to use.
+// CHECK-LABEL: func.func @dynamic_spatial(
+// CHECK:         linalg.conv_2d_nchw_fchw
+func.func @dynamic_spatial(%x: tensor<1x16x?x?xf32>, %w: tensor<16x16x3x3xf32>, %b: tensor<1x16x?x?xf32>) -> tensor<1x16x?x?xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: dynamic channel or spatial dims}}
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x16x?x?xf32>, tensor<16x16x3x3xf32>) outs(%b : tensor<1x16x?x?xf32>) -> tensor<1x16x?x?xf32>
+  return %r : tensor<1x16x?x?xf32>
+}
+
+// -----
+
+// Dilation 2: the im2col map here assumes dilation 1.
+// CHECK-LABEL: func.func @dilated(
+// CHECK:         linalg.conv_2d_nchw_fchw
+func.func @dilated(%x: tensor<1x8x12x12xf32>, %w: tensor<8x8x3x3xf32>, %b: tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: dilation (2, 2)}}
+  %r = linalg.conv_2d_nchw_fchw {dilations = dense<2> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x8x12x12xf32>, tensor<8x8x3x3xf32>) outs(%b : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  return %r : tensor<1x8x8x8xf32>
+}
+
+// -----
+
+// Depthwise: one input channel per output channel, no reduction over channels to batch
+// into a matmul.
+// CHECK-LABEL: func.func @depthwise(
+// CHECK:         linalg.depthwise_conv_2d_nchw_chw
+func.func @depthwise(%x: tensor<1x32x14x14xf32>, %w: tensor<32x3x3xf32>, %b: tensor<1x32x12x12xf32>) -> tensor<1x32x12x12xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: linalg.depthwise_conv_2d_nchw_chw (grouped, depthwise or another layout) is left to IREE}}
+  %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x32x14x14xf32>, tensor<32x3x3xf32>) outs(%b : tensor<1x32x12x12xf32>) -> tensor<1x32x12x12xf32>
+  return %r : tensor<1x32x12x12xf32>
+}
+
+// -----
+
+// Grouped convolution (2 groups).
+// CHECK-LABEL: func.func @grouped(
+// CHECK:         linalg.conv_2d_ngchw_gfchw
+func.func @grouped(%x: tensor<1x2x8x10x10xf32>, %w: tensor<2x8x8x3x3xf32>, %b: tensor<1x2x8x8x8xf32>) -> tensor<1x2x8x8x8xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: linalg.conv_2d_ngchw_gfchw}}
+  %r = linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x2x8x10x10xf32>, tensor<2x8x8x3x3xf32>) outs(%b : tensor<1x2x8x8x8xf32>) -> tensor<1x2x8x8x8xf32>
+  return %r : tensor<1x2x8x8x8xf32>
+}
+
+// -----
+
+// Channels-last layout: not what the importers produce; left alone.
+// CHECK-LABEL: func.func @nhwc(
+// CHECK:         linalg.conv_2d_nhwc_hwcf
+func.func @nhwc(%x: tensor<1x10x10x8xf32>, %w: tensor<3x3x8x16xf32>, %b: tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: linalg.conv_2d_nhwc_hwcf}}
+  %r = linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x10x10x8xf32>, tensor<3x3x8x16xf32>) outs(%b : tensor<1x8x8x16xf32>) -> tensor<1x8x8x16xf32>
+  return %r : tensor<1x8x8x16xf32>
+}
+
+// -----
+
+// Pooling ops are convolution-shaped but not convolutions: not even looked at.
+// CHECK-LABEL: func.func @maxpool(
+// CHECK:         linalg.pooling_nchw_max
+func.func @maxpool(%x: tensor<1x8x10x10xf32>, %k: tensor<3x3xf32>, %b: tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32> {
+  %r = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %k : tensor<1x8x10x10xf32>, tensor<3x3xf32>) outs(%b : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  return %r : tensor<1x8x8x8xf32>
+}
