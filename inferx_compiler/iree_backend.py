@@ -192,5 +192,6 @@ def read_dispatch_report(module_op) -> list[dict]:
             "element_type": ir.StringAttr(d["element_type"]).value,
             "loops": list(ir.DenseI64ArrayAttr(d["loops"])),
             "flops": ir.IntegerAttr(d["flops"]).value,
+            "fused": [ir.StringAttr(a).value for a in ir.ArrayAttr(d["fused"])] if "fused" in d else [],
         })
     return rows

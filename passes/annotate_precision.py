@@ -27,7 +27,7 @@ from torch_mlir import ir
 from inferx_compiler.dialects.inferx import PRECISION_ATTR
 
 from .base import ModulePass
-from .contractions import estimate_flops, is_contraction
+from .linalg_analysis import estimate_flops, is_contraction
 from .linalg_util import collect_ops
 
 

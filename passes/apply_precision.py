@@ -27,7 +27,7 @@ from torch_mlir.dialects import arith, linalg
 from inferx_compiler.dialects.inferx import PRECISION_ATTR, PRECISIONS
 
 from .base import ModulePass, PassFailure
-from .contractions import inputs_and_init, is_contraction
+from .linalg_analysis import inputs_and_init, is_contraction
 from .linalg_util import collect_ops, empty_like, parallel_generic
 
 _LOW = {"f16": ir.F16Type, "bf16": ir.BF16Type}

@@ -312,7 +312,9 @@ def test_instances_run_batches_at_once():
         return run
 
     runs = [instance(0), instance(1)]
-    b = DynamicBatcher(runs[0], SPECS, BatchingConfig(max_batch_size=4, max_queue_delay_us=100),
+    # A long delay: the four first requests form one full batch however slowly this thread
+    # submits them on a loaded machine (with 100 us, a descheduled submitter split them).
+    b = DynamicBatcher(runs[0], SPECS, BatchingConfig(max_batch_size=4, max_queue_delay_us=200_000),
                        instance_runs=runs)
     assert b.instances == 2 and b.pipeline_depth == 1
     first = [b.submit(req(i)) for i in range(4)]  # a full batch, taken at once

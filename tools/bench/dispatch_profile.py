@@ -1,6 +1,6 @@
 """Time every dispatch of an artifact on this CPU: where does a call's time go?
 
-    python tools/bench/profile.py model.ixa --batch 1 [--function main] [--threads 1] [--top 15]
+    python tools/bench/dispatch_profile.py model.ixa --batch 1 [--function main] [--threads 1] [--top 15]
 
 Runs the artifact's module with `iree-benchmark-module` and IREE's host-execution profiling
 (`--device_profiling_mode=host-execution`; the local HAL records each dispatch's run), reads
