@@ -229,6 +229,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
         log.step("graph-level inferx passes done")
         if options.emit == "linalg":
             return CompileResult(output=_asm(module_op))
+        flops = graph_lowering.functions_flops(module_op)
         bytecode = module_to_bytecode(module_op)
     flags = iree_flags(target, options) if target.executable else []
     pipeline = {s.name: s.spec for s in describe_pipeline(options, model_info["source"])}
@@ -251,7 +252,8 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
-    manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX) for spec in specs]
+    manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
+                          for spec in specs]
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          decisions=result.decisions,
                          weights=weights)

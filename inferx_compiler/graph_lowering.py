@@ -164,6 +164,14 @@ def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, st
     return {n_user_inputs + i: k for i, k in enumerate(keys)}
 
 
+def functions_flops(module_op) -> dict[str, int]:
+    """Function name -> FLOPs of one call (-1 when a dim is dynamic), from the linalg ops."""
+    from .passes.linalg_analysis import function_flops
+
+    return {op.attributes["sym_name"].value: function_flops(op.operation)
+            for op in module_op.regions[0].blocks[0].operations if op.operation.name == "func.func"}
+
+
 def move_entry_function(source_module, dest_module, new_name: str) -> None:
     """Move `source_module`'s entry function into `dest_module` under `new_name` (both modules
     in one context). torch-mlir's linalg output holds the entry function alone; a module with

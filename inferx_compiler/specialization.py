@@ -31,8 +31,9 @@ class Specialization:
     function: str
     dims: tuple[tuple[str, int], ...]  # (dim name, size), sorted
 
-    def to_json(self, output_entry: Optional[str]) -> dict:
-        return {"name": self.function, "output_entry": output_entry, "dims": dict(self.dims)}
+    def to_json(self, output_entry: Optional[str], flops: int = -1) -> dict:
+        return {"name": self.function, "output_entry": output_entry, "dims": dict(self.dims),
+                "flops": flops}
 
 
 def batch_dim(inputs: list[TensorSpec]) -> Optional[str]:

@@ -169,3 +169,20 @@ def summarize(op) -> OpSummary:
         kind = op.name.removeprefix("linalg.")
     flops = estimate_flops(op)
     return OpSummary(op.name, kind, element_type(op), loop_extents(op), -1 if flops is None else flops)
+
+
+def function_flops(func_op) -> int:
+    """Work of one call of a function: the FLOPs of every structured op in it (-1 when any
+    extent is dynamic)."""
+    ir, _ = _bindings(func_op)
+    total = 0
+
+    def visit(op):
+        nonlocal total
+        if total >= 0 and is_structured(op) and len(op.results) > 0:
+            flops = estimate_flops(op)
+            total = -1 if flops is None else total + flops
+        return ir.WalkResult.ADVANCE
+
+    func_op.walk(visit)
+    return total

@@ -22,6 +22,8 @@ class _Staged:
     buffer_views: list  # input HalBufferViews handed to the module
     mappings: list  # keep the MappedMemory objects alive
     output_views: list | None = None  # output HalBufferViews (result storage), if any
+    output_host_views: list | None = None  # numpy views of the output buffers' mappings
+    output_mappings: list | None = None
 
 
 class StagingBuffers:
@@ -44,7 +46,9 @@ class StagingBuffers:
             if entry is None:
                 entry = self._entries[key] = self._allocate(signature)
                 if outputs is not None:
-                    entry.output_views = self._allocate(outputs).buffer_views
+                    staged = self._allocate(outputs)
+                    entry.output_views = staged.buffer_views
+                    entry.output_host_views, entry.output_mappings = staged.host_views, staged.mappings
         return entry
 
     def _allocate(self, signature: list[tuple]) -> _Staged:

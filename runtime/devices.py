@@ -1,9 +1,10 @@
-"""Device strings (`cpu`, `cpu:sync`, `cuda`, `cuda:N`) -> IREE HAL devices, checked against the
-target.
+"""Device strings (`cpu`, `cpu:sync`, `cpu:task`, `cuda`, `cuda:N`) -> IREE HAL devices, checked
+against the target.
 
-`cpu` is IREE's local-task driver: a pool of worker threads, one call spread over the cores.
+`cpu:task` is IREE's local-task driver: a pool of worker threads, one call spread over the cores.
 `cpu:sync` is local-sync: a call runs in the calling thread, one core per call, with no worker
-to wake. Serving on a small machine, one `cpu:sync` model instance per core (each run by its own
+to wake. `cpu` (the default) picks one of them from the artifact's work per call
+(`choose_cpu_executor`): waking the pool costs more than a small call's work. Serving on a small machine, one `cpu:sync` model instance per core (each run by its own
 batch thread) beats one pooled `cpu` session: no cross-thread wake-up per call (on the 2-core CI VM a
 direct b1 call after an idle gap: p99 3.9 ms pooled vs 0.16 ms in the caller's thread) and no
 barrier between workers inside a call (encoder b16, two callers: 11,300 vs 5,600 rows/s).
@@ -24,6 +25,7 @@ class DeviceSpec:
     kind: str  # cpu | cuda
     index: int = 0
     sync: bool = False  # cpu only: IREE local-sync, calls run in the calling thread
+    auto: bool = False  # cpu only: sync or task still to be chosen for an artifact
 
     @property
     def driver(self) -> str:
@@ -33,8 +35,10 @@ class DeviceSpec:
 
     @property
     def executor(self) -> str:
-        """What a measured latency depends on besides the model: cpu, cpu:sync or cuda."""
-        return "cpu:sync" if self.sync else self.kind
+        """What a measured latency depends on besides the model: cpu:task, cpu:sync or cuda."""
+        if self.kind == "cpu":
+            return "cpu" if self.auto else "cpu:sync" if self.sync else "cpu:task"
+        return self.kind
 
     def __str__(self) -> str:
         if self.kind == "cpu":
@@ -44,11 +48,27 @@ class DeviceSpec:
 
 def parse_device(text: str) -> DeviceSpec:
     kind, _, qualifier = text.strip().partition(":")
-    if kind == "cpu" and qualifier in ("", "0", "sync"):
+    if kind == "cpu" and qualifier in ("", "0"):
+        return DeviceSpec("cpu", auto=True)
+    if kind == "cpu" and qualifier in ("sync", "task"):
         return DeviceSpec("cpu", sync=qualifier == "sync")
     if kind == "cuda" and (qualifier == "" or qualifier.isdigit()):
         return DeviceSpec("cuda", int(qualifier or 0))
-    raise DeviceError(f"bad device '{text}'; valid forms: cpu, cpu:sync, cuda, cuda:N")
+    raise DeviceError(f"bad device '{text}'; valid forms: cpu, cpu:sync, cpu:task, cuda, cuda:N")
+
+
+# A call of at most this many FLOPs runs in the caller's thread under `cpu` (about 0.3 ms of
+# one core here): measured 2026-12-01 on this 2-core AVX2 VM (single calls, quiet machine).
+SYNC_MAX_FLOPS = 20_000_000
+
+
+def choose_cpu_executor(spec: DeviceSpec, call_flops: int | None) -> DeviceSpec:
+    """Resolve `cpu` for an artifact: local-sync when a call is small (`call_flops`, the work of
+    its smallest static-shape function; None when unknown), the worker pool otherwise."""
+    if spec.kind != "cpu" or not spec.auto:
+        return spec
+    small = call_flops is not None and 0 <= call_flops <= SYNC_MAX_FLOPS
+    return DeviceSpec("cpu", sync=small)
 
 
 def default_device_for(backend: str) -> str:

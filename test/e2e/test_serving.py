@@ -23,7 +23,8 @@ def test_bucket_latency_table_is_recorded(cnn_artifact):
     manifest = json.loads(zipfile.ZipFile(cnn_artifact[1]).read("manifest.json"))
     buckets = manifest["batch_buckets"]
     assert [b["size"] for b in buckets] == [1, 2, 4, 8]
-    assert all(b["measured"] and b["device"] == "cpu" and b["latency_ms"] > 0 for b in buckets)
+    assert all(b["measured"] and b["device"] in ("cpu:sync", "cpu:task") and b["latency_ms"] > 0
+               for b in buckets)
 
 
 def test_estimates_when_device_absent(tmp_path):
@@ -229,6 +230,7 @@ def test_bad_device_string_names_the_forms():
     from inferx_compiler.runtime.devices import parse_device
 
     assert str(parse_device("cpu:sync")) == "cpu:sync" and parse_device("cpu:sync").driver == "local-sync"
-    assert parse_device("cpu").driver == "local-task" and str(parse_device("cuda:1")) == "cuda:1"
-    with pytest.raises(DeviceError, match="cpu, cpu:sync, cuda, cuda:N"):
+    assert parse_device("cpu:task").driver == "local-task" and str(parse_device("cuda:1")) == "cuda:1"
+    assert parse_device("cpu").auto and str(parse_device("cpu")) == "cpu"
+    with pytest.raises(DeviceError, match="cpu, cpu:sync, cpu:task, cuda, cuda:N"):
         parse_device("cpu:fast")
