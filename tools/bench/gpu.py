@@ -11,6 +11,12 @@ iree-base-runtime 3.13.0 (carried as a wheel in DIR/whl).
 Systems: torch-fp32 and torch-fp16 (eager; TF32 off for fp32), torch-compile-fp16 (default mode),
 torch-ro-fp16 (mode="reduce-overhead", CUDA graphs), iree-fp32 / iree-f16 (plain IREE CUDA,
 f16 = contraction demotion flags), inferx-fp32 / inferx-fp16 (.ixa --target h200).
+The torch systems run native torch.nn modules (tools/bench/torch_native.py: nn.Conv2d/Linear/
+LayerNorm, F.gelu, scaled_dot_product_attention) holding the same weights, .half() for fp16 --
+the baseline a torch user has, not the ONNX graph interpreted op by op (torch_impl.py, which the
+CPU harness run.py still uses). For torch-ro-fp16 each row records cuda_graphs true/false with the
+evidence (cudagraph_check: CUDAGraph.replay calls during a warmed-up call, inductor's cudagraph_skips
+counter, the cudagraph tree's state), checked before and again after the timed rounds.
 Each output is checked against onnxruntime fp32 on the CPU first; wrong ones are reported, not timed.
 Two timings per system, interleaved in the same rounds:
   dev  inputs already on the GPU, outputs left there; the call returns when the result is ready
@@ -130,19 +136,37 @@ class Sys:
 
 
 def torch_system(name, onnx_model, kind):
+    """A native torch.nn module (tools/bench/torch_native.py) with the ONNX model's weights, on cuda:0.
+
+    torch-fp32 / torch-fp16: eager (model.half() for fp16); torch-compile-fp16: torch.compile default
+    mode; torch-ro-fp16: mode="reduce-overhead" (inductor's CUDA-graph trees). Inputs are cast to the
+    model's float dtype and uploaded (h2h) or staged on the device once (dev). For reduce-overhead,
+    every invocation starts with torch.compiler.cudagraph_mark_step_begin() and no output is held
+    across invocations: a replay overwrites the previous replay's outputs (they live in the graph's
+    memory pool), and without the mark step an inference-only tree ends the previous "generation"
+    only once all its outputs are dead -- holding one would make it record a new graph per call
+    instead of replaying. s.cudagraph_check() (see there) says whether graphs are really replayed.
+    """
     import torch
 
-    import torch_impl
+    import torch_native
 
     half = kind.endswith("fp16")
-    mod = torch_impl.to_torch(onnx_model, dtype=torch.float16 if half else None).cuda()
-    if kind.startswith("torch-compile"):
-        fn = torch.compile(mod, dynamic=False)
-    elif kind.startswith("torch-ro"):
+    ro = kind.startswith("torch-ro")
+    compiled = kind.startswith(("torch-compile", "torch-ro"))
+    base = _cg_counters()  # process-wide counters before this system compiles anything
+    watch = _CudagraphLog() if compiled else None
+    mod = torch_native.build(name, onnx_model).cuda()
+    if half:
+        mod = mod.half()
+    if ro:
         fn = torch.compile(mod, mode="reduce-overhead", dynamic=False)
+    elif compiled:
+        fn = torch.compile(mod, dynamic=False)
     else:
         fn = mod
     s = Sys()
+    s._keep = (mod, fn)
 
     def up(feeds):
         ts = []
@@ -153,22 +177,163 @@ def torch_system(name, onnx_model, kind):
 
     def call(ts):
         with torch.inference_mode():
+            if ro:
+                torch.compiler.cudagraph_mark_step_begin()
             return fn(*ts)
 
     def h2h(feeds):
-        out = call(up(feeds))
-        return [o.float().cpu().numpy() for o in out]
+        return [o.float().cpu().numpy() for o in call(up(feeds))]  # copied out before the next replay
 
     def stage(feeds):
         s.staged = up(feeds)
 
     def dev():
-        out = call(s.staged)
+        call(s.staged)  # outputs dropped at once (see the docstring)
         torch.cuda.synchronize()
-        return out
 
-    s.h2h, s.stage, s.dev = h2h, stage, dev
+    def check(warmup=None):
+        if not compiled:
+            return {"cuda_graphs": False, "cuda_graphs_reason": "eager (no torch.compile)"}
+        ev = cudagraph_check(dev, base, watch, warmup=(2 if ro else 0) if warmup is None else warmup)
+        if not ro:
+            ev["cuda_graphs_reason"] = "mode=default (CUDA graphs not expected): " + ev["cuda_graphs_reason"]
+        return ev
+
+    s.h2h, s.stage, s.dev, s.cudagraph_check = h2h, stage, dev, check
     return s
+
+
+# ----------------------------------------------------------------------------- CUDA-graph evidence
+# How torch-ro-fp16 proves its CUDA graphs are captured and replayed (torch 2.11 .. 2.13 code,
+# torch/_inductor/cudagraph_trees.py): mode="reduce-overhead" wraps each compiled graph in
+# CUDAGraphTreeManager.run. A call is either warm-up (run_eager), a recording (record_function,
+# which captures and leaves path_state RECORDING), a replay (execute_node -> CUDAGraphNode.run ->
+# run_graph -> self.graph.replay(), path_state EXECUTION), or a silent eager fallback
+# (`return self.ids_to_funcs[function_id].model(new_inputs)`, after input mutation or too many
+# re-recordings; it leaves path_state as it was). Compile-time refusals (CPU ops, several devices,
+# mutated inputs, ...) go through log_cudagraph_skip_and_bump_counter / BoxedBool.disable and bump
+# torch._dynamo.utils.counters["inductor"]["cudagraph_skips"] (the graph then runs as plain
+# inductor code). So, for one call of the warmed-up system:
+#   replays   torch.cuda.CUDAGraph.replay is wrapped by a counter for that one call only: the number
+#             of graph launches it made. This is the exact signal; >= 1 is required (one per
+#             dynamo graph: 1 for these break-free modules).
+#   skips     counters["inductor"]["cudagraph_skips"] since the system was built: must be 0.
+#   tree      the thread's tree manager for the device (cudagraph_trees.get_manager(dev,
+#             create_if_none_exists=False)): path_state must be EXECUTION after the call and the
+#             number of recorded CUDAGraphNodes (roots + children) must not grow during it (no
+#             re-recording).
+# Also recorded: counters["inductor"]["cudagraph_recorded_non_static_inputs"] (inputs copied into the
+# graph on every replay: should be the 1 model input per recorded graph, i.e. parameters are static,
+# not copied), dynamo graph breaks, and any "skipping cudagraphs ..." warning text. Not used: the
+# torch profiler's cudaGraphLaunch events -- CUPTI left initialised after profiling slows later
+# kernel launches (pytorch#144455) and has crashed with CUDA graphs, which would taint the timings.
+class _CudagraphLog:
+    """torch's cudagraph warnings ("skipping cudagraphs due to ...") logged since this was made.
+
+    One handler on the "torch" logger, installed on first use, collects them for the whole run."""
+
+    seen: list = []
+    _installed = False
+
+    def __init__(self):
+        import logging
+
+        if not _CudagraphLog._installed:
+            class H(logging.Handler):
+                def emit(self, record):
+                    try:
+                        msg = record.getMessage()
+                    except Exception:  # noqa: BLE001
+                        return
+                    if "cudagraph" in record.name or "cudagraph" in msg.lower():
+                        _CudagraphLog.seen.append(msg[:500])
+
+            logging.getLogger("torch").addHandler(H(level=logging.WARNING))
+            _CudagraphLog._installed = True
+        self.start = len(_CudagraphLog.seen)
+
+    @property
+    def messages(self):
+        return _CudagraphLog.seen[self.start:]
+
+
+def _cg_counters():
+    """(cudagraph_skips, cudagraph_recorded_non_static_inputs, dynamo graph breaks), process-wide."""
+    from torch._dynamo.utils import counters
+
+    return (counters["inductor"]["cudagraph_skips"], counters["inductor"]["cudagraph_recorded_non_static_inputs"],
+            sum(counters["graph_break"].values()))
+
+
+def _cg_tree():
+    """{path_state, current_node, graphs_recorded} of this thread's cudagraph tree on the current device."""
+    import torch
+    from torch._inductor import cudagraph_trees
+
+    mgr = cudagraph_trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
+    if mgr is None:
+        return {"path_state": None, "current_node": None, "graphs_recorded": 0}
+    n, stack = 0, [node for nodes in mgr.roots.values() for node in nodes]
+    while stack:
+        node = stack.pop()
+        n += 1
+        stack.extend(c for cs in node.children.values() for c in cs)
+    return {"path_state": mgr.path_state.name, "current_node": type(mgr.current_node).__name__,
+            "graphs_recorded": n}
+
+
+def cudagraph_check(call_once, base, watch=None, warmup=2):
+    """Run `call_once` (after `warmup` more calls) and report whether it replayed CUDA graphs."""
+    import torch
+
+    for _ in range(warmup):  # cudagraph trees: 1st call warm-up (eager), 2nd records, 3rd+ replay
+        call_once()
+    try:
+        tree0 = _cg_tree()
+    except Exception as e:  # noqa: BLE001
+        tree0 = {"error": f"{type(e).__name__}: {e}"}
+    cls = torch.cuda.CUDAGraph
+    own = cls.__dict__.get("replay")
+    replays = [0]
+    orig = cls.replay
+
+    def counted(self, *a, **k):
+        replays[0] += 1
+        return orig(self, *a, **k)
+
+    cls.replay = counted
+    try:
+        call_once()
+    finally:
+        if own is not None:
+            cls.replay = own
+        else:
+            del cls.replay
+    try:
+        tree = _cg_tree()
+    except Exception as e:  # noqa: BLE001
+        tree = {"error": f"{type(e).__name__}: {e}"}
+    now = _cg_counters()
+    skips, non_static, breaks = (a - b for a, b in zip(now, base))
+    new_graphs = (tree.get("graphs_recorded") or 0) - (tree0.get("graphs_recorded") or 0)
+    why = []
+    if replays[0] < 1:
+        why.append("no CUDAGraph.replay() during the call")
+    if skips:
+        why.append(f"cudagraph_skips={skips}")
+    if new_graphs:
+        why.append(f"the call recorded {new_graphs} new graph(s) (re-recording)")
+    if tree.get("path_state") != "EXECUTION":
+        why.append(f"tree path_state={tree.get('path_state')} (not EXECUTION)")
+    if tree.get("error"):
+        why.append(f"tree state unreadable: {tree['error']}")
+    msgs = list(watch.messages) if watch else []
+    ok = not why
+    reason = (f"replayed {replays[0]} CUDA graph(s) per call; tree {tree.get('graphs_recorded')} recorded, "
+              f"state {tree.get('path_state')}; 0 skips" if ok else "; ".join(why + msgs[:3]))
+    return {"cuda_graphs": ok, "cuda_graphs_reason": reason, "cudagraph_replays_per_call": replays[0],
+            "cudagraphs_recorded": tree.get("graphs_recorded"), "cudagraph_skips": skips,
+            "cudagraph_non_static_inputs": non_static, "graph_breaks": breaks, "cudagraph_log": msgs[:5]}
 
 
 _IREE_DEVICE = []
@@ -270,6 +435,29 @@ def card_ceilings():
             "note": "copy: 1 GiB device-to-device x20, bytes read + written; GEMM: 8192^3 bf16 x10, random data"}
 
 
+def _record_cudagraphs(row, sysobj, name, batch, after_timing=False):
+    """Put cudagraph_check()'s evidence into the row (before timing), or its re-check after timing."""
+    try:
+        ev = sysobj.cudagraph_check(warmup=0 if after_timing else None)
+    except Exception as e:  # noqa: BLE001
+        ev = {"cuda_graphs": None, "cuda_graphs_reason": f"check failed: {type(e).__name__}: {e}"[:500]}
+        traceback.print_exc()
+    if not after_timing:
+        row.update(ev)
+        log(f"{name} b{batch}: {row['system']:20s} cuda_graphs={ev['cuda_graphs']} ({ev['cuda_graphs_reason']})")
+        return
+    row["cuda_graphs_after_timing"] = ev["cuda_graphs"]
+    row["cudagraphs_recorded_after_timing"] = ev.get("cudagraphs_recorded")
+    if row.get("cuda_graphs") and not ev["cuda_graphs"]:
+        row["cuda_graphs_reason"] += f"; AFTER TIMING: {ev['cuda_graphs_reason']}"
+    if row.get("cuda_graphs") and ev.get("cudagraphs_recorded") != row.get("cudagraphs_recorded"):
+        row["cuda_graphs_reason"] += (f"; graphs recorded grew {row.get('cudagraphs_recorded')} -> "
+                                      f"{ev.get('cudagraphs_recorded')} during timing (re-recording)")
+    if row["system"].startswith("torch-ro"):
+        log(f"{name} b{batch}: {row['system']:20s} after timing cuda_graphs={ev['cuda_graphs']} "
+            f"recorded={ev.get('cudagraphs_recorded')}")
+
+
 def bench_model(name, entry, systems, work, rows, ceilings):
     import onnx
     import onnxruntime as ort
@@ -326,6 +514,8 @@ def bench_model(name, entry, systems, work, rows, ceilings):
                 log(f"{name} b{batch}: {s:20s} rel_l2={err:.2e} {row['status']}")
                 if row["status"] == "ok":
                     sysobj.stage(feeds)
+                    if s.startswith("torch"):
+                        _record_cudagraphs(row, sysobj, name, batch)
                     live[s] = sysobj
             except Exception as e:  # noqa: BLE001
                 row.update(status="error", error=f"{type(e).__name__}: {e}"[:2000])
@@ -347,6 +537,9 @@ def bench_model(name, entry, systems, work, rows, ceilings):
                     t0 = time.perf_counter()
                     live[s].h2h(feeds)
                     row_of[s]["h2h_samples_ms"].append((time.perf_counter() - t0) * 1e3)
+        for s in order:  # did the timed calls stay on the captured graphs (no re-recording)?
+            if s.startswith(("torch-compile", "torch-ro")):
+                _record_cudagraphs(row_of[s], live[s], name, batch, after_timing=True)
         for s in order:
             row = row_of[s]
             for key, smp in (("", row["samples_ms"]), ("h2h_", row["h2h_samples_ms"])):
@@ -401,6 +594,16 @@ def write(doc, out):
             md += "\n| model b1 | system | dev median ms | bandwidth floor ms | × floor |\n| --- | --- | --- | --- | --- |\n"
             for r in floors:
                 md += f"| {r['model']} | {r['system']} | {r['median_ms']:.3f} | {r['bandwidth_floor_ms']:.3f} | {r['x_bandwidth_floor']:.2f} |\n"
+    cg = [r for r in doc["rows"] if "cuda_graphs" in r and r["system"].startswith(("torch-ro", "torch-compile"))]
+    if cg:
+        md += ("\n## torch.compile: CUDA graphs really replayed? (tools/bench/gpu.py cudagraph_check)\n\n"
+               "| model | batch | system | CUDA graphs | after timing | replays/call | graphs recorded | dev median ms | evidence |\n"
+               "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+        for r in cg:
+            med = f"{r['median_ms']:.3f}" if r.get("median_ms") is not None else "-"
+            md += (f"| {r['model']} | {r['batch']} | {r['system']} | {r['cuda_graphs']} | {r.get('cuda_graphs_after_timing', '-')} "
+                   f"| {r.get('cudagraph_replays_per_call', '-')} | {r.get('cudagraphs_recorded', '-')} | {med} "
+                   f"| {str(r.get('cuda_graphs_reason', '')).replace('|', '/')[:300]} |\n")
     if doc.get("notes"):
         md += "\n## Notes\n\n" + "\n".join(f"- {n}" for n in doc["notes"]) + "\n"
     with open(os.path.join(out, "results.md"), "w") as f:
