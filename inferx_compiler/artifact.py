@@ -61,6 +61,7 @@ class Manifest:
     batch_buckets: Optional[list] = None  # [{"size", "latency_ms", "measured", "device"}]
     # static-shape functions beside entry_function: [{"name", "output_entry", "dims": {dim: size}}]
     functions: list = field(default_factory=list)
+    tuning_db: Optional[dict] = None  # {"sha256", "entries_used"} when built from a tuning database
     members: dict = field(default_factory=dict)  # member -> sha256
     notes: list[str] = field(default_factory=list)
 
@@ -76,6 +77,7 @@ class Manifest:
             "outputs": [s.to_json() for s in self.outputs],
             "weights": self.weights, "precision_plan": self.precision_plan,
             "batch_buckets": self.batch_buckets, "functions": self.functions,
+            "tuning_db": self.tuning_db,
             "members": self.members, "notes": self.notes,
         }
 
@@ -95,7 +97,7 @@ class Manifest:
                    executable=d["executable"],
                    module=d["module"], weights=d.get("weights"),
                    precision_plan=d.get("precision_plan"), batch_buckets=d.get("batch_buckets"),
-                   functions=d.get("functions", []),
+                   functions=d.get("functions", []), tuning_db=d.get("tuning_db"),
                    members=d.get("members", {}),
                    notes=d.get("notes", []))
 

@@ -49,6 +49,9 @@ class CompileOptions:
     measure_buckets: bool = True
     dynamic_only: bool = False  # no static-shape functions (see specialization.py)
     conv_algorithms: str = "auto"  # inferx-conv-strategy's choice: auto, none, or a list
+    tuning_db: Optional[str] = None  # measured dispatch configurations to apply (--tuning-db)
+    tuning_candidate: int = 0  # build with the K-th rule candidate everywhere (what --tune measures)
+    data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced
     keep_f64: bool = False  # set by the driver when the model computes in float64
 
 
@@ -80,7 +83,17 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
 
 
 GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
-DISPATCH = "builtin.module(inferx-dispatch-report)"
+TUNING_DB_FILE = "tuning_db.json"
+
+
+def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
+    """The dispatch-level passes: the report, then the per-dispatch configurations."""
+    config = f"target={target.name}"
+    if options.tuning_db:
+        config += f" tuning-db={BUILD_DIR}/{TUNING_DB_FILE}"
+    if options.tuning_candidate:
+        config += f" candidate={options.tuning_candidate}"
+    return f"builtin.module(inferx-dispatch-report,inferx-dispatch-config{{{config}}})"
 
 
 def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
@@ -98,7 +111,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
 
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     """IREE's flags for this build: the target's, what the model's semantics need, the
-    preprocessing that carries out the pass decisions, then the user's extra flags."""
+    preprocessing that carries out the pass decisions, a forced data-tiling choice (--tune's,
+    or the tuning database's for this model), then the user's extra flags."""
     from .passes.conv_strategy import PREPROCESSING_PIPELINE
 
     semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
@@ -106,12 +120,20 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     winograd = target.winograd if options.conv_algorithms == "auto" else "winograd" in options.conv_algorithms
     if uses_conv_strategy(target, options) and winograd:
         decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
-    return target.iree_flags() + semantic + decisions + list(options.extra_iree_flags)
+    flags = target.iree_flags()
+    if options.data_tiling is not None:
+        flags = [f for f in flags if not f.startswith("--iree-opt-data-tiling=")]
+        flags.append(f"--iree-opt-data-tiling={'true' if options.data_tiling else 'false'}")
+    return flags + semantic + decisions + list(options.extra_iree_flags)
 
 
 def build_files(target: Target, options: CompileOptions) -> dict[str, str]:
-    """Files the flags name as {build}/NAME (written next to the compile, kept in reproducers)."""
-    return {}
+    """Files the flags and pipelines name as {build}/NAME (written next to the compile, kept in
+    reproducers): the tuning database."""
+    if not options.tuning_db:
+        return {}
+    with open(options.tuning_db) as f:
+        return {TUNING_DB_FILE: f.read()}
 
 
 def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Stage]:
@@ -128,7 +150,7 @@ def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Sta
         flags = " ".join(iree_flags(target, options))
         stages += [Stage("iree-input", "iree", iree_input_pipeline(target, options)),
                    Stage("iree-to-executable-sources", "iree", f"{flags} --compile-to=executable-sources"),
-                   Stage("dispatch", "iree", DISPATCH),
+                   Stage("dispatch", "iree", dispatch_pipeline(target, options)),
                    Stage("iree-to-vm", "iree", f"{flags} --compile-from=executable-sources")]
     return stages
 
@@ -155,7 +177,8 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
     name = os.path.splitext(os.path.basename(model_path))[0]
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"))
-    options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared))
+    options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared),
+                                  data_tiling=_data_tiling_choice(options, target, digest, log))
     parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
     ctx = new_graph_context()
     with ctx:
@@ -178,6 +201,20 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
                   "upgraded_from_opset": prepared.upgraded_from}
     return compile_linalg(module_op, ctx, target, options, log, model_info,
                            prepared.inputs, prepared.outputs, prepared.weights, specs)
+
+
+def _data_tiling_choice(options: CompileOptions, target: Target, model_sha256: str, log: BuildLog):
+    """The forced data-tiling choice: the option's, else the tuning database's for this model."""
+    if options.data_tiling is not None or not options.tuning_db:
+        return options.data_tiling
+    from . import tuning_db
+
+    entry = tuning_db.lookup_model(tuning_db.load(options.tuning_db), tuning_db.target_key(target), model_sha256)
+    if entry is None:
+        return None
+    log.step(f"tuning database: data tiling {'on' if entry['data_tiling'] else 'off'} for this model "
+             f"(measured {entry['ms']['on']:.3f} ms on, {entry['ms']['off']:.3f} ms off)")
+    return entry["data_tiling"]
 
 
 def static_specializations(options: CompileOptions, target: Target, inputs) -> list[Specialization]:
@@ -245,15 +282,22 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     if options.emit == "executable-sources":
         text = iree_backend.compile_to_sources_text(
             bytecode, flags, input_pipeline=iree_input_pipeline(target, options),
-            dispatch_pipeline=DISPATCH, log=log, build_files=build_files(target, options))
+            dispatch_pipeline=dispatch_pipeline(target, options), log=log,
+            build_files=build_files(target, options))
         return CompileResult(output=text)
     result, flags = _compile_with_fallback(bytecode, flags, log, iree_input_pipeline(target, options),
-                                           build_files(target, options))
+                                           dispatch_pipeline(target, options), build_files(target, options),
+                                           forced_data_tiling=options.data_tiling is not None)
     manifest.iree_flags = flags
     manifest.module = MODULE_VMFB
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
                           for spec in specs]
+    if options.tuning_db:
+        from . import tuning_db
+
+        manifest.tuning_db = {"sha256": tuning_db.sha256(options.tuning_db),
+                              "entries_used": sum(d.get("config_source") == "tuned" for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          decisions=result.decisions,
                          weights=weights)
@@ -263,23 +307,24 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 
 def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,
-                           files: dict[str, str]):
+                           dispatch: str, files: dict[str, str], forced_data_tiling: bool = False):
     """IREE with the target's flags; if IREE's data tiling fails on this model (IREE 3.13
-    rejects some bool-masked attention graphs in linalg.pack), build again without it."""
+    rejects some bool-masked attention graphs in linalg.pack), build again without it (not
+    when the build forces a data-tiling choice: then the failure stands)."""
     from . import iree_backend
     from .errors import PipelineError
 
     try:
         return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
-                                           dispatch_pipeline=DISPATCH, log=log, build_files=files), flags
+                                           dispatch_pipeline=dispatch, log=log, build_files=files), flags
     except PipelineError as e:
-        if DATA_TILING_ON not in flags:
+        if DATA_TILING_ON not in flags or forced_data_tiling:
             raise
         log.warn(f"IREE failed with data tiling ({str(e).splitlines()[1][:160] if len(str(e).splitlines()) > 1 else e}); "
                  f"building again without data tiling")
         flags = [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"]
         return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
-                                           dispatch_pipeline=DISPATCH, log=log, build_files=files), flags
+                                           dispatch_pipeline=dispatch, log=log, build_files=files), flags
 
 
 def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,

@@ -126,9 +126,58 @@ def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: st
                               stage="compile to executable-sources")
     sources = inv.export_module()
     log.step("IREE: compiled to executable-sources")
+    annotate_iree_configurations(compiler, sources)
     with compiler.session.context:
-        run_pipeline(sources, dispatch_pipeline, "iree", stage="dispatch")
+        run_pipeline(sources, dispatch_pipeline.replace(BUILD_DIR, compiler.build_dir), "iree", stage="dispatch")
     return sources
+
+
+IREE_CONFIG_ATTR = "inferx.iree_config"
+
+
+def annotate_iree_configurations(compiler: _Compiler, sources) -> None:
+    """Write on each hal.executable the configuration IREE would choose for it
+    (`inferx.iree_config = {translation_info, lowering_config}`): IREE runs to
+    executable-configurations on a copy; the dispatch passes read what it chose."""
+    from iree.compiler import ir
+
+    from .mlir_contexts import module_to_bytecode
+
+    copy = compiler.parse(module_to_bytecode(sources))
+    try:
+        inv = compiler.run_phases(copy, compile_from=DISPATCH_PHASE, compile_to="executable-configurations",
+                                  stage="IREE's configurations")
+    except PipelineError:
+        return  # the real compile reports it; the configurations only inform the passes
+    chosen = {}
+    for op in inv.export_module().regions[0].blocks[0].operations:
+        op = op.operation
+        if op.name == "hal.executable":
+            chosen[ir.StringAttr(op.attributes["sym_name"]).value] = _configuration_of(op)
+    for op in sources.regions[0].blocks[0].operations:
+        op = op.operation
+        name = ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else None
+        if op.name == "hal.executable" and chosen.get(name):
+            with sources.context:
+                op.attributes[IREE_CONFIG_ATTR] = ir.DictAttr.get(
+                    {k: ir.Attribute.parse(str(v)) for k, v in chosen[name].items()})
+
+
+def _configuration_of(executable) -> dict:
+    """The translation_info of the executable's function and the lowering_config of its root."""
+    from iree.compiler import ir
+
+    found = {}
+
+    def visit(op):
+        if op.name == "func.func" and "translation_info" in op.attributes:
+            found["translation_info"] = op.attributes["translation_info"]
+        if "lowering_config" in op.attributes and "lowering_config" not in found:
+            found["lowering_config"] = op.attributes["lowering_config"]
+        return ir.WalkResult.ADVANCE
+
+    executable.walk(visit)
+    return found
 
 
 def _write_files(folder: str, files: dict[str, str]) -> None:
@@ -177,6 +226,7 @@ def _vm_bytes(inv) -> bytes:
 def read_dispatch_report(module_op) -> list[dict]:
     from iree.compiler import ir
 
+    from .passes.dispatch_config import CONFIG_ATTR
     from .passes.dispatch_report import REPORT_ATTR
 
     rows = []
@@ -194,4 +244,14 @@ def read_dispatch_report(module_op) -> list[dict]:
             "flops": ir.IntegerAttr(d["flops"]).value,
             "fused": [ir.StringAttr(a).value for a in ir.ArrayAttr(d["fused"])] if "fused" in d else [],
         })
+        if IREE_CONFIG_ATTR in op.attributes:
+            iree = ir.DictAttr(op.attributes[IREE_CONFIG_ATTR])
+            rows[-1]["iree_config"] = {k: str(iree[k]) for k in ("translation_info", "lowering_config")
+                                       if k in iree}
+        if CONFIG_ATTR in op.attributes:
+            c = ir.DictAttr(op.attributes[CONFIG_ATTR])
+            rows[-1].update({"config_source": ir.StringAttr(c["source"]).value,
+                             "signature": ir.StringAttr(c["signature"]).value,
+                             "config": ir.StringAttr(c["config"]).value,
+                             "candidates": ir.IntegerAttr(c["candidates"]).value})
     return rows

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import platform
 from dataclasses import dataclass
 from typing import Optional
@@ -47,6 +48,8 @@ class Target:
     bandwidth_gbs: Optional[float] = None  # memory bandwidth, for estimates
     route_note: str = ""
     features: tuple[str, ...] = ()  # ISA features passes decide on (avx2, fma, avx512f, avx512_bf16, ...)
+    cores: Optional[int] = None  # CPU cores a call is spread over (CPU) / SMs (GPU)
+    l1_bytes: Optional[int] = None  # per-core L1 data cache (CPU)
     # 3x3 stride-1 convolutions through IREE's Winograd F(6,3). Off everywhere: measured on this
     # AVX2 CPU (2026-12-01, ResNet-50 b1, 1 thread) 504 ms with it vs 143 ms through im2col; with
     # weights as parameters IREE transforms the filters on every call.
@@ -109,13 +112,35 @@ def _host_cpu() -> Target:
         dtypes = ("f32", "bf16", "i8") if "avx512_bf16" in flags else ("f32", "i8")
     else:
         bits, arch, dtypes = 256, "host", ("f32", "i8")
+    l1, l2 = _cache_bytes(1), _cache_bytes(2)
     return Target(
         name="cpu", description=f"this machine's CPU ({machine}, {bits}-bit vectors)",
         backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
         runtime_driver="local-task", peak_gflops=180.0 if bits == 512 else 90.0, bandwidth_gbs=30.0,
         route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
-        features=features,
+        features=features, cores=os.cpu_count() or 1, l1_bytes=l1 or 32 * 1024, l2_bytes=l2 or 512 * 1024,
     )
+
+
+def _cache_bytes(level: int) -> Optional[int]:
+    """This machine's per-core data (or unified) cache size at `level`, from sysfs."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for index in sorted(os.listdir(base)):
+            folder = os.path.join(base, index)
+            with open(os.path.join(folder, "level")) as f:
+                if int(f.read()) != level:
+                    continue
+            with open(os.path.join(folder, "type")) as f:
+                if f.read().strip() == "Instruction":
+                    continue
+            with open(os.path.join(folder, "size")) as f:
+                text = f.read().strip()
+            scale = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
+            return int(text.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _cpu_flags() -> set[str]:
@@ -135,14 +160,16 @@ _HOPPER_SMEM = 227 * 1024
 _STATIC_TARGETS = (
     Target("x86-avx2", "x86-64 with AVX2/FMA (Haswell and newer)", "llvm-cpu", "haswell", 256,
            ("f32", "i8"), triple="x86_64-unknown-linux-gnu", runtime_driver="local-task",
-           peak_gflops=100.0, bandwidth_gbs=20.0, features=("avx2", "fma")),
+           peak_gflops=100.0, bandwidth_gbs=20.0, features=("avx2", "fma"), cores=4,
+           l1_bytes=32 * 1024, l2_bytes=256 * 1024),
     Target("x86-avx512", "x86-64 with AVX-512 (Skylake-SP / Cascade Lake and newer)", "llvm-cpu",
            "skylake-avx512", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
-           features=("avx2", "fma", "avx512f")),
+           features=("avx2", "fma", "avx512f"), cores=4, l1_bytes=32 * 1024, l2_bytes=1024 * 1024),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
-           runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0, features=("neon",)),
+           runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0, features=("neon",),
+           cores=4, l1_bytes=64 * 1024, l2_bytes=512 * 1024),
     Target("a100", "NVIDIA A100 (Ampere, sm_80)", "cuda", "sm_80", 128,
            ("f32", "tf32", "f16", "bf16", "i8"), cuda_target="sm_80",
            memory_bytes=80 * 2**30, shared_memory_bytes=_AMPERE_SMEM, l2_bytes=40 * 2**20,
@@ -164,7 +191,8 @@ _STATIC_TARGETS = (
            runtime_driver="cuda", peak_gflops=42_000.0, bandwidth_gbs=204.0),
     Target("orin-cpu", "NVIDIA Jetson Orin CPU (Arm Cortex-A78AE, NEON)", "llvm-cpu",
            "cortex-a78ae", 128, ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu",
-           runtime_driver="local-task", peak_gflops=100.0, bandwidth_gbs=100.0, features=("neon",)),
+           runtime_driver="local-task", peak_gflops=100.0, bandwidth_gbs=100.0, features=("neon",),
+           cores=12, l1_bytes=64 * 1024, l2_bytes=256 * 1024),
     Target("ascend910b", "Huawei Ascend 910B (Da Vinci cube + 256-element INT16 vector unit)",
            "none", "ascend910b", 4096, ("f16", "bf16", "i8"), memory_bytes=64 * 2**30,
            route_note="no public IREE backend exists for Ascend: the artifact holds the optimized "

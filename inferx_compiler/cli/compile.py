@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import resource
@@ -42,6 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="convolution algorithms inferx-conv-strategy may choose on CPU targets: auto "
                         "(the target's rule table), none (IREE's default lowering), or a comma-separated "
                         "subset of matmul,winograd,im2col")
+    p.add_argument("--tune", action="store_true",
+                   help="measure dispatch configurations on this machine (cpu target) and keep the "
+                        "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "
+                        "then build with them")
+    p.add_argument("--tuning-db", metavar="FILE",
+                   help="build with the measured configurations in this tuning database")
+    p.add_argument("--explain", action="store_true",
+                   help="print, per dispatch, the root op, shapes, fused ops and the chosen configuration "
+                        "with its source (tuned / IREE), and each pass decision per ONNX node")
     p.add_argument("--no-measure", action="store_true",
                    help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
     p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
@@ -68,11 +78,14 @@ def _work(args) -> int:
         raise TargetError(f"--target is required; valid targets: {', '.join(all_targets())}")
     from inferx_compiler.buckets import parse_batch_sizes
 
+    if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
+        raise InferXError(f"--tuning-db {args.tuning_db}: no such file (write one with --tune)")
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
                              batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
-                             conv_algorithms=_conv_algorithms(args.conv_algorithms))
+                             conv_algorithms=_conv_algorithms(args.conv_algorithms),
+                             tuning_db=args.tuning_db)
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))
@@ -82,7 +95,17 @@ def _work(args) -> int:
     out = args.output or _default_output(args.model, args.emit)
     log = BuildLog(quiet=args.quiet)
     t0 = time.monotonic()
+    if args.tune:
+        from inferx_compiler.tuning import tune
+
+        db = args.tuning_db or os.path.splitext(out)[0] + ".tuning.json"
+        tune(args.model, options, log, db)
+        options = dataclasses.replace(options, tuning_db=db)
     result = compile_onnx_file(args.model, options, log)
+    if args.explain:
+        from inferx_compiler.explain import format_explanation
+
+        print(format_explanation(result))
     if args.emit == "artifact":
         write_result(result, out, options, log)
     else:

@@ -1,0 +1,121 @@
+"""inferx-dispatch-config: a lowering configuration per dispatch, measured or IREE's own.
+
+Runs at dispatch level (IREE context, on `executable-sources`, after inferx-dispatch-report).
+For each hal.executable it computes the dispatch signature of its root op (op name, loop
+extents, iterator types, indexing maps, element types, and the ops fused with it) and chooses:
+
+  tuned      the tuning database (`tuning-db=FILE`, written by `inferx-compile --tune`) holds a
+             configuration measured faster than IREE's for this signature on this target: it
+             is attached to the root op as `compilation_info`, which IREE's codegen honours;
+  candidate  `candidate=K` (what --tune builds with) attaches the K-th configuration that the
+             target-width rules (`cpu_configs.py`) propose for this root, if it has one;
+  IREE       otherwise IREE chooses, exactly as without this pass (also when the database
+             measured IREE's own choice fastest).
+
+Why: IREE's default CPU configurations are heuristics for one generic machine; the fastest tile
+and vector sizes for a given shape depend on the target's vector width and caches, and only a
+measurement says which wins. The choice and its source are written on the executable
+(`inferx.config = {source, signature, config}`) for the build report and `--explain`.
+Declined (IREE's choice): data-tiled ops (their inner tiles are the microkernel's), IREE's own
+executables (initializers, encodings), dynamic loops, named ops and pipelines the rules do not
+model, non-CPU targets (for now).
+
+Spelled `inferx-dispatch-config{target=cpu tuning-db= candidate=0}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from .base import ModulePass, PassFailure
+from .dispatch_report import executables, root_op, structured_ops
+from .remarks import remark
+
+CONFIG_ATTR = "inferx.config"
+
+
+def signature(root, ops) -> str:
+    """A stable description of what a dispatch computes, for matching measurements."""
+    from iree.compiler import ir
+
+    from .linalg_analysis import loop_extents
+
+    maps = str(root.attributes["indexing_maps"]) if "indexing_maps" in root.attributes else ""
+    iterators = str(root.attributes["iterator_types"]) if "iterator_types" in root.attributes else ""
+    types = ",".join(str(v.type.element_type) for v in root.operands if isinstance(v.type, ir.ShapedType))
+    fused = ",".join(op.name for op in ops if op != root)
+    return f"{root.name}|{loop_extents(root)}|{iterators}|{maps}|{types}|fused:{fused}"
+
+
+def _internal(executable) -> bool:
+    """IREE's own executables (`_initializer_*` run once at load, `_encoding_*` relayouts):
+    not worth tuning, and their operands' layouts belong to data tiling."""
+    from iree.compiler import ir
+
+    return ir.StringAttr(executable.attributes["sym_name"]).value.startswith("_")
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatchConfig(ModulePass):
+    name: ClassVar[str] = "inferx-dispatch-config"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "attach measured (tuned) lowering configurations to dispatch roots"
+
+    target: str = "cpu"
+    tuning_db: str = ""
+    candidate: int = 0
+
+    def __post_init__(self):
+        from inferx_compiler.targets import get_target
+
+        get_target(self.target)
+        if self.candidate < 0:
+            raise ValueError(f"candidate must be >= 0, got {self.candidate}")
+
+    def run(self, module) -> None:
+        from iree.compiler import ir
+
+        from inferx_compiler import tuning_db
+        from inferx_compiler.targets import get_target
+
+        from . import cpu_configs
+
+        target = get_target(self.target)
+        db = tuning_db.load(self.tuning_db) if self.tuning_db else tuning_db.empty()
+        key = tuning_db.target_key(target)
+        for executable in executables(module):
+            ops = structured_ops(executable)
+            if not ops or _internal(executable):
+                continue
+            root = root_op(ops)
+            sig = signature(root, ops)
+            offered = cpu_configs.candidates(root, target, executable) if target.backend == "llvm-cpu" else []
+            source, config = self._choose(db, key, sig, offered, root)
+            with module.context:
+                if config is not None:
+                    try:
+                        root.attributes["compilation_info"] = ir.Attribute.parse(config)
+                    except ir.MLIRError as e:
+                        raise PassFailure(f"bad configuration for {root.name}: {config} ({e})", root)
+                executable.attributes[CONFIG_ATTR] = ir.DictAttr.get({
+                    "source": ir.StringAttr.get(source),
+                    "signature": ir.StringAttr.get(sig),
+                    "config": ir.StringAttr.get(config or ""),
+                    "candidates": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(offered)),
+                })
+
+    def _choose(self, db, key, sig, offered, root):
+        from inferx_compiler import tuning_db
+
+        if self.candidate:
+            if self.candidate <= len(offered):
+                return f"candidate {self.candidate}", offered[self.candidate - 1]
+            return "IREE", None
+        entry = tuning_db.lookup(db, key, sig)
+        if entry is not None and entry.get("config"):
+            remark(self.name, root, f"tuned: {entry['us']:.1f} us vs IREE's {entry['iree_us']:.1f} us")
+            return "tuned", entry["config"]
+        if entry is not None:
+            return "IREE (tuned: no candidate beat it)", None
+        return "IREE", None
