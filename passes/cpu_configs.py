@@ -1,11 +1,14 @@
 """Lowering configurations for llvm-cpu dispatches, sized by the target's vector width and caches.
 
 `candidates(root, target)` proposes a few `#iree_codegen.compilation_info` texts for a dispatch
-root that IREE compiles with its DoubleTilingExpert pipeline (elementwise, copy and reduction
-`linalg.generic` ops with static loops). Each candidate:
+root that IREE compiles with its DoubleTilingExpert pipeline: all-parallel `linalg.generic` ops
+with static loops (elementwise ops, copies such as im2col's, transposes). Generics with
+reduction loops are left to IREE (grouped and depthwise convolutions reach codegen as such
+generics, and a DoubleTilingExpert configuration of ours fails IREE's pipeline for them).
+Each candidate:
   - vectorizes the innermost parallel loop by a multiple of the target's vector width for the
     element type (1x, 2x, 4x: 8/16/32 f32 lanes on AVX2), using a size that divides the loop
-    (a remainder would leave a scalar epilogue), and the innermost reduction loop by one vector;
+    (a remainder would leave a scalar epilogue);
   - distributes the parallel loops in workgroup tiles whose data (every operand's tile) fits in
     half of the per-core L2 (or L1 for the cache-tight candidate), with at least two tiles per
     core so the worker pool stays balanced.
@@ -26,19 +29,15 @@ _VARIANTS = ((1, 2), (2, 2), (4, 2), (1, 1))
 
 @dataclass(frozen=True)
 class LoopNest:
-    extents: list[int]
-    reductions: set[int]
+    extents: list[int]  # every loop parallel
     element_bytes: int
     operands: int  # tensors read or written per iteration point (footprint estimate)
     element_type: str
 
-    @property
-    def parallel(self) -> list[int]:
-        return [i for i in range(len(self.extents)) if i not in self.reductions]
-
 
 def loop_nest(root) -> Optional[LoopNest]:
-    """The root's loops when the rules model it: a linalg.generic, static, not data-tiled."""
+    """The root's loops when the rules model it: an all-parallel linalg.generic, static, not
+    data-tiled."""
     from iree.compiler import ir
 
     from .linalg_analysis import element_type, loop_extents, reduction_loops
@@ -50,12 +49,11 @@ def loop_nest(root) -> Optional[LoopNest]:
         if not isinstance(t, ir.RankedTensorType) or t.encoding is not None:
             return None
     extents = loop_extents(root)
-    if not extents or any(x <= 0 for x in extents):
+    if not extents or any(x <= 0 for x in extents) or reduction_loops(root):
         return None
     et = root.operands[0].type.element_type
     bits = getattr(et, "width", 32)
-    return LoopNest(extents, set(reduction_loops(root)), max(1, bits // 8), len(root.operands),
-                    element_type(root))
+    return LoopNest(extents, max(1, bits // 8), len(root.operands), element_type(root))
 
 
 def _divisor_tile(extent: int, want: int, lanes: int) -> int:
@@ -70,43 +68,32 @@ def _divisor_tile(extent: int, want: int, lanes: int) -> int:
     return best or lanes
 
 
-def config_for(nest: LoopNest, target, vector_multiple: int, cache_level: int) -> Optional[str]:
+def config_for(nest: LoopNest, target, vector_multiple: int, cache_level: int) -> str:
     from inferx_compiler.targets import _DTYPE_BITS
 
     dtype = nest.element_type if nest.element_type in _DTYPE_BITS else "f32"
     lanes = target.vector_width(dtype)
-    parallel = [i for i in nest.parallel if nest.extents[i] > 1] or nest.parallel
-    if not parallel:
-        return None
-    inner = parallel[-1]
-    vec_par = [0 if i in nest.reductions else 1 for i in range(len(nest.extents))]
-    vec_par[inner] = _divisor_tile(nest.extents[inner], lanes * vector_multiple, lanes)
-    vec_red = [0] * len(nest.extents)
-    if nest.reductions:
-        r = max(nest.reductions)
-        vec_red[r] = _divisor_tile(nest.extents[r], lanes, lanes)
-    dist = [0 if i in nest.reductions else nest.extents[i] for i in range(len(nest.extents))]
+    loops = list(range(len(nest.extents)))
+    inner = ([i for i in loops if nest.extents[i] > 1] or loops)[-1]
+    vector = [1] * len(loops)
+    vector[inner] = _divisor_tile(nest.extents[inner], lanes * vector_multiple, lanes)
+    dist = list(nest.extents)
     budget = (target.l1_bytes if cache_level == 1 else target.l2_bytes // 2) or 256 * 1024
     cores = target.cores or 1
-    red_size = math.prod(nest.extents[i] for i in nest.reductions) if nest.reductions else 1
 
     def footprint():
-        return math.prod(d for i, d in enumerate(dist) if i not in nest.reductions) * red_size \
-            * nest.element_bytes * nest.operands
+        return math.prod(dist) * nest.element_bytes * nest.operands
 
     def workgroups():
-        return math.prod(-(-nest.extents[i] // dist[i]) for i in nest.parallel if dist[i])
+        return math.prod(-(-e // d) for e, d in zip(nest.extents, dist))
 
-    for i in parallel:  # outermost first: halve until the tile fits and there is work for all
-        while (footprint() > budget or workgroups() < 2 * cores) and dist[i] > vec_par[i] \
-                and dist[i] % 2 == 0 and (dist[i] // 2) % vec_par[i] == 0:
+    for i in loops:  # outermost first: halve until the tile fits and there is work for all
+        while (footprint() > budget or workgroups() < 2 * cores) and dist[i] > vector[i] \
+                and dist[i] % 2 == 0 and (dist[i] // 2) % vector[i] == 0:
             dist[i] //= 2
-    fields = [f"distribution = {dist}", f"vector_common_parallel = {vec_par}"]
-    if nest.reductions:
-        fields.append(f"vector_reduction = {vec_red}")
     return ("#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
-            + ", ".join(fields) + ">, translation_info = #iree_codegen.translation_info<"
-            + f"pipeline = #iree_cpu.pipeline<{PIPELINE}>>>")
+            f"distribution = {dist}, vector_common_parallel = {vector}>, translation_info = "
+            f"#iree_codegen.translation_info<pipeline = #iree_cpu.pipeline<{PIPELINE}>>>")
 
 
 def iree_pipeline_is(executable, pipeline: str) -> bool:

@@ -1,0 +1,110 @@
+"""--tune, --tuning-db and --explain end to end: measured choices, reproducible tuned builds."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+
+import numpy as np
+import onnx
+import pytest
+
+import inferx_compiler
+from e2e_models import conv_zoo, random_inputs
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.compile import main as compile_main
+
+
+def _member(artifact: str, name: str) -> dict:
+    with zipfile.ZipFile(artifact) as z:
+        return json.loads(z.read(name))
+
+
+def _check_numbers(onnx_path: str, artifact: str) -> None:
+    feeds = random_inputs(onnx.load(onnx_path), 1, seed=7)
+    got = inferx_compiler.load(artifact, device="cpu").run(feeds)["y"]
+    assert rel_l2(got, onnxruntime_outputs(onnx_path, feeds)["y"]) <= 1e-4
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tune")
+    onnx_path = save(conv_zoo(), root / "zoo.onnx")
+    db, out = str(root / "zoo.tuning.json"), str(root / "tuned.ixa")
+    assert compile_main([onnx_path, "--target", "cpu", "--tune", "--tuning-db", db, "-o", out, "-q"]) == 0
+    return root, onnx_path, db, out
+
+
+def test_tune_writes_a_database_and_a_correct_artifact(tuned):
+    root, onnx_path, db_path, artifact = tuned
+    db = json.load(open(db_path))
+    assert db["format"] == "inferx-tuning-db" and db["version"] == 1
+    (key, models), = db["models"].items()
+    sha = hashlib.sha256(open(onnx_path, "rb").read()).hexdigest()
+    model = models[sha]
+    assert isinstance(model["data_tiling"], bool) and set(model["ms"]) == {"on", "off"}
+    assert model["ms"]["on" if model["data_tiling"] else "off"] == min(model["ms"].values())
+    entries = db["entries"][key]
+    assert entries, "the zoo's im2col copies and elementwise dispatches are tunable"
+    for entry in entries.values():
+        assert entry["iree_us"] > 0 and entry["us"] <= entry["iree_us"]
+        assert (entry["config"] is None) == (entry["candidate"] == 0)
+    manifest = _member(artifact, "manifest.json")
+    assert manifest["tuning_db"]["sha256"] == hashlib.sha256(open(db_path, "rb").read()).hexdigest()
+    flags = manifest["iree_flags"]
+    assert f"--iree-opt-data-tiling={'true' if model['data_tiling'] else 'false'}" in flags
+    _check_numbers(onnx_path, artifact)
+
+
+def test_tuned_build_is_byte_identical_from_its_database(tuned):
+    root, onnx_path, db_path, artifact = tuned
+    again = str(root / "again.ixa")
+    assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", again, "-q"]) == 0
+    assert open(again, "rb").read() == open(artifact, "rb").read()
+
+
+def test_database_configuration_reaches_the_code(tuned, tmp_path):
+    """A database entry for a dispatch is attached (source 'tuned') and the numbers stay right."""
+    root, onnx_path, _, _ = tuned
+    from inferx_compiler.driver import CompileOptions, compile_onnx_file
+    from inferx_compiler.log import BuildLog
+    from inferx_compiler import tuning_db
+    from inferx_compiler.targets import get_target
+
+    trial = compile_onnx_file(onnx_path, CompileOptions(target="cpu", tuning_candidate=1, data_tiling=True,
+                                                        measure_buckets=False), BuildLog(quiet=True))
+    picked = next(d for d in trial.dispatches if d.get("config_source") == "candidate 1")
+    db = tuning_db.empty()
+    tuning_db.record(db, tuning_db.target_key(get_target("cpu")), picked["signature"],
+                     {"config": picked["config"], "candidate": 1, "us": 1.0, "iree_us": 2.0, "summary": ""})
+    db_path = str(tmp_path / "one.json")
+    tuning_db.save(db, db_path)
+    out = str(tmp_path / "one.ixa")
+    assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", out, "-q"]) == 0
+    rows = [d for d in _member(out, "report.json")["dispatches"] if d.get("signature") == picked["signature"]]
+    assert rows and all(d["config_source"] == "tuned" and d["config"] == picked["config"] for d in rows)
+    _check_numbers(onnx_path, out)
+
+
+def test_explain_prints_decisions_and_dispatches(tuned, capfd):
+    root, onnx_path, db_path, _ = tuned
+    assert compile_main([onnx_path, "--target", "cpu", "--explain", "-q", "--tuning-db", db_path,
+                         "-o", str(root / "explained.ixa")]) == 0
+    out = capfd.readouterr().out
+    assert "Pass decisions (per ONNX node):" in out and "| main$b1 | stem7x7_s2 | inferx-conv-strategy | im2col" in out
+    assert "Dispatches (" in out and "| config from |" in out
+    assert "declined: dilation (2, 2)" in out
+
+
+def test_tune_needs_the_build_machine_target(tmp_path, capfd):
+    path = save(conv_zoo(), tmp_path / "z.onnx")
+    assert compile_main([path, "--target", "a100", "--tune", "-o", str(tmp_path / "z.ixa")]) != 0
+    assert "--tune measures on the build machine: it needs --target cpu" in capfd.readouterr().err
+
+
+def test_missing_tuning_database_is_an_error(tmp_path, capfd):
+    path = save(conv_zoo(), tmp_path / "z.onnx")
+    assert compile_main([path, "--target", "cpu", "--tuning-db", str(tmp_path / "none.json"),
+                         "-o", str(tmp_path / "z.ixa")]) != 0
+    assert "no such file (write one with --tune)" in capfd.readouterr().err
