@@ -75,8 +75,10 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
     passes = []
     if options.precision != "fp32":
         dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
-        # CUDA: convolutions stay f32 (see inferx-annotate-precision's docstring).
-        convs = "false" if get_target(options.target).backend == "cuda" else "true"
+        # CUDA: convolutions stay f32 (see inferx-annotate-precision's docstring), unless the
+        # conv strategy turns them into matmuls (f32-accumulating MMA, like every matmul).
+        target = get_target(options.target)
+        convs = "false" if target.backend == "cuda" and not uses_conv_strategy(target, options) else "true"
         passes += [f"inferx-annotate-precision{{precision={dtype} convolutions={convs}}}",
                    "inferx-apply-precision"]
     return "builtin.module(" + ",".join(passes) + ")"
@@ -97,7 +99,10 @@ def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
 
 
 def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
-    return target.backend == "llvm-cpu" and options.conv_algorithms != "none"
+    """CPU targets by default; GPU targets when the build lists the algorithms."""
+    if options.conv_algorithms == "none" or not target.executable:
+        return False
+    return target.backend == "llvm-cpu" or options.conv_algorithms != "auto"
 
 
 def iree_input_pipeline(target: Target, options: CompileOptions) -> str:

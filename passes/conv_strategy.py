@@ -22,8 +22,8 @@ while its data-tiled matmuls run at 60-80 (tools/bench/profile.py on ResNet-50):
 ResNet-50 b1, one thread, 974 ms direct vs 132 ms through im2col; onnxruntime 91 ms.
 Declined, with a remark: dynamic dims (the artifact's static-shape functions are where the
 strategies apply), dilation other than 1, grouped
-and depthwise convolutions, other layouts, non-CPU targets (IREE's GPU pipelines take
-convolutions as implicit GEMM).
+and depthwise convolutions, other layouts, and under `auto` non-CPU targets (IREE's GPU
+pipelines take convolutions as implicit GEMM; an explicit `algorithms` list applies there too).
 
 `algorithms=auto` applies the target's rules; a comma-separated list limits the choice to
 those algorithms (a convolution whose rule picks one not listed falls back to the next that
@@ -107,10 +107,10 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     """The rule table: one strategy per convolution, or a reason to leave it to IREE.
     `algorithms` None is `auto` (the target's rules); a tuple limits the choice to those."""
     winograd_ok = target.winograd if algorithms is None else "winograd" in algorithms
-    algorithms = ALGORITHMS if algorithms is None else algorithms
-    if target.backend != "llvm-cpu":
+    if target.backend != "llvm-cpu" and algorithms is None:
         return Decision(None, f"target '{target.name}' ({target.backend}): IREE's GPU pipelines "
-                              f"take convolutions as implicit GEMM")
+                              f"take convolutions as implicit GEMM (list algorithms to rewrite them)")
+    algorithms = ALGORITHMS if algorithms is None else algorithms
     if not shape.static:
         return Decision(None, "dynamic channel or spatial dims: left to IREE's direct convolution")
     if shape.dilations != (1, 1):

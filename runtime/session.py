@@ -175,6 +175,15 @@ class InferenceSession:
         self._plans[key] = plan
         return plan
 
+    def call_device(self, arrays: list) -> list:
+        """Run the module function for these inputs' shapes on device-resident arrays (IREE
+        DeviceArrays or buffer views, in input order) as they are: no validation, no copies;
+        returns the module's results (device arrays). For benchmarks and callers that keep
+        their tensors on the device."""
+        invoker = self._invokers_for([tuple(a.shape) for a in arrays])[0]
+        with self._lock:
+            return invoker(*arrays)
+
     def run_gathered(self, parts: list[list[np.ndarray]], rows: int, bucket: int,
                      slot: int = 0) -> dict[str, np.ndarray]:
         """Run one batch made of several requests: `parts[i]` lists input i's arrays (already

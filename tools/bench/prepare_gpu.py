@@ -47,6 +47,10 @@ CUDA_FLAGS = ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"]
 F16_FLAGS = ["--iree-global-opt-demote-contraction-inputs-type=f16",
              "--iree-global-opt-demote-contraction-inputs-operations=all"]
 INFERX_PRECISIONS = ("fp32", "fp16")
+# Extra inferx builds measured beside the defaults: system name -> (precision, extra flags, models).
+# fp16-im2col: convolutions rewritten into im2col + matmul (inferx-conv-strategy), so they take
+# the f32-accumulating tensor-core matmul path instead of IREE's direct convolution code.
+INFERX_VARIANTS = {"inferx-fp16-im2col": ("fp16", ["--conv-algorithms", "matmul,im2col"], ("resnet50", "resnet_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 
@@ -110,11 +114,15 @@ def main(argv=None) -> int:
                  "weights_sha256": weight_digests(model), "systems": {}}
         del model
         with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp, open(os.path.join(out, f"{name}.log"), "w") as logf:
-            for prec in INFERX_PRECISIONS:
-                sysname = f"inferx-{prec}"
+            builds = [(f"inferx-{prec}", prec, []) for prec in INFERX_PRECISIONS]
+            builds += [(sysname, prec, extra) for sysname, (prec, extra, only) in INFERX_VARIANTS.items()
+                       if name in only]
+            for sysname, prec, extra in builds:
                 ixa = os.path.join(tmp, f"{name}.{sysname}.ixa")
+                # Each benchmark batch gets a static-shape function (the batcher's buckets).
+                sizes = ",".join(str(b) for b in entry["batches"])
                 cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", a.target,
-                       "--precision", prec, "-o", ixa, "-q"]
+                       "--precision", prec, "--batch-sizes", sizes, "--no-measure", *extra, "-o", ixa, "-q"]
                 cpu_run.log(f"{name}: {sysname} (inferx-compile --target {a.target} --precision {prec})")
                 wall, rss, rc = cpu_run.measured(cmd, logf)
                 rec = {"compile_s": wall, "peak_rss_mib": rss, "ok": rc == 0, "command": cmd[1:]}
