@@ -75,10 +75,12 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
     passes = []
     if options.precision != "fp32":
         dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
-        # CUDA: convolutions stay f32 (see inferx-annotate-precision's docstring), unless the
-        # conv strategy turns them into matmuls (f32-accumulating MMA, like every matmul).
+        # CUDA: IREE's own f16 convolutions are wrong there (see inferx-annotate-precision);
+        # static ones become matmuls through the conv strategy, dynamic ones stay f32.
         target = get_target(options.target)
-        convs = "false" if target.backend == "cuda" and not uses_conv_strategy(target, options) else "true"
+        convs = "all"
+        if target.backend == "cuda":
+            convs = "static" if uses_conv_strategy(target, options) else "none"
         passes += [f"inferx-annotate-precision{{precision={dtype} convolutions={convs}}}",
                    "inferx-apply-precision"]
     return "builtin.module(" + ",".join(passes) + ")"
@@ -99,10 +101,7 @@ def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
 
 
 def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
-    """CPU targets by default; GPU targets when the build lists the algorithms."""
-    if options.conv_algorithms == "none" or not target.executable:
-        return False
-    return target.backend == "llvm-cpu" or options.conv_algorithms != "auto"
+    return options.conv_algorithms != "none" and target.executable
 
 
 def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
@@ -195,7 +194,14 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
         graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log, prepared)
         graph_lowering.mark_parameter_args(module_op, parameter_keys)
         specs = []
-        for spec in static_specializations(options, target, prepared.inputs):
+        wanted = static_specializations(options, target, prepared.inputs)
+        if wanted and _static_convs_unsafe(target, options, module_op):
+            log.warn("CUDA at fp32: no static-shape functions for a model with convolutions (IREE 3.13's "
+                     "static-shape f32 convolutions on CUDA were measured wrong on an H200, and their "
+                     "im2col form does not compile there); the dynamic function serves every batch. "
+                     "--precision fp16 gets static functions with tensor-core convolutions")
+            wanted = []
+        for spec in wanted:
             try:
                 _add_specialized_function(module_op, prepared, spec, parameter_keys, log)
                 specs.append(spec)
@@ -220,6 +226,10 @@ def _data_tiling_choice(options: CompileOptions, target: Target, model_sha256: s
     log.step(f"tuning database: data tiling {'on' if entry['data_tiling'] else 'off'} for this model "
              f"(measured {entry['ms']['on']:.3f} ms on, {entry['ms']['off']:.3f} ms off)")
     return entry["data_tiling"]
+
+
+def _static_convs_unsafe(target: Target, options: CompileOptions, module_op) -> bool:
+    return target.backend == "cuda" and options.precision == "fp32" and graph_lowering.has_convolutions(module_op)
 
 
 def static_specializations(options: CompileOptions, target: Target, inputs) -> list[Specialization]:

@@ -164,6 +164,21 @@ def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, st
     return {n_user_inputs + i: k for i, k in enumerate(keys)}
 
 
+def has_convolutions(module_op) -> bool:
+    from torch_mlir import ir
+
+    found = []
+
+    def visit(op):
+        if op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_")):
+            found.append(op)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    return bool(found)
+
+
 def functions_flops(module_op) -> dict[str, int]:
     """Function name -> FLOPs of one call (-1 when a dim is dynamic), from the linalg ops."""
     from .passes.linalg_analysis import function_flops

@@ -9,11 +9,13 @@ tested apart. Declined: non-contractions (elementwise ops, pooling), contraction
 any non-f32 operand (integer or already low precision), ops already annotated, and,
 when min-flops > 0, ops with dynamic loop ranges (their size is unknown).
 
-`convolutions=false` leaves convolutions in f32 (the driver sets it for CUDA targets: IREE
-3.13's CUDA code for f16-input/f32-accumulate convolutions gave ResNet-50 a relative error
-of 0.25 on an H200, while the same IR is right on CPU).
+`convolutions=none` leaves convolutions in f32; `convolutions=static` demotes only those with
+static shapes (the driver sets it for CUDA targets: IREE 3.13's CUDA code for its own f16-input
+convolutions gave ResNet-50 a relative error of 0.25 on an H200, while static convolutions are
+rewritten into matmuls by inferx-conv-strategy, whose f16 code is right there); `all` (the
+default) demotes every one.
 
-Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=true}`;
+Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all}`;
 precision is f16 or bf16.
 """
 
@@ -40,14 +42,18 @@ def _is_convolution(op: ir.Operation) -> bool:
     return op.name.startswith(("linalg.conv", "linalg.depthwise_conv"))
 
 
+def _static(op: ir.Operation) -> bool:
+    return all(not isinstance(v.type, ir.ShapedType) or v.type.has_static_shape for v in op.operands)
+
+
 def annotate_contraction(op: ir.Operation, precision: str, min_flops: int,
-                         convolutions: bool = True) -> bool:
+                         convolutions: str = "all") -> bool:
     """Annotate one f32 contraction with `precision`; returns False when declining."""
     if PRECISION_ATTR in op.attributes:
         return False  # an earlier decision stands
     if not is_contraction(op) or not _all_f32(op):
         return False
-    if not convolutions and _is_convolution(op):
+    if _is_convolution(op) and (convolutions == "none" or (convolutions == "static" and not _static(op))):
         return False
     flops = estimate_flops(op)
     if min_flops > 0 and (flops is None or flops < min_flops):
@@ -66,7 +72,7 @@ class AnnotatePrecision(ModulePass):
 
     precision: Literal["f16", "bf16"] = "f16"
     min_flops: int = 0
-    convolutions: bool = True
+    convolutions: Literal["all", "static", "none"] = "all"
 
     def __post_init__(self):
         if self.min_flops < 0:

@@ -29,7 +29,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
-from run import Runners, python_entry, rel_l2  # noqa: E402
+from run import Runners, rel_l2  # noqa: E402
+from inferx_compiler.cli.common import python_entry  # noqa: E402
 
 
 def compile_variant(onnx_path: str, name: str, extra: list[str], workdir: str, target: str) -> dict:

@@ -44,7 +44,6 @@ import traceback
 
 import numpy as np
 
-from inferx_compiler.cli.common import python_entry
 
 LOADAVG_AT_START = os.getloadavg()
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -138,6 +137,9 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
     with open(logf_path, "w") as logf:
         if system.startswith("inferx-"):
             out = stem + ".ixa"
+            from inferx_compiler.cli.common import python_entry  # (gpu.py imports this module before
+            # it has put inferx_compiler on the path)
+
             cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", inferx_target,
                    "--precision", PRECISION[system], "-o", out, "-q"]
             wall, rss, rc = measured(cmd, logf)

@@ -1,7 +1,8 @@
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision)' | filecheck %s --check-prefix=F16
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision{precision=bf16})' | filecheck %s --check-prefix=BF16
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision{precision=f16 min-flops=1000})' | filecheck %s --check-prefix=FLOPS
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision{convolutions=false})' | filecheck %s --check-prefix=NOCONV
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision{convolutions=none})' | filecheck %s --check-prefix=NOCONV
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-annotate-precision{convolutions=static})' | filecheck %s --check-prefix=STATIC
 
 // 2 * 4 * 16 * 8 = 1024 FLOPs: at least min-flops=1000.
 // F16-LABEL:   func.func @matmul_f32(
@@ -87,7 +88,7 @@ func.func @matmul_dynamic_f32(%a: tensor<?x8xf32>, %b: tensor<8x16xf32>, %c: ten
   return %0 : tensor<?x16xf32>
 }
 
-// convolutions=false keeps convolutions in f32 (CUDA targets: IREE 3.13 miscompiles them in
+// convolutions=none keeps convolutions in f32 (CUDA targets: IREE 3.13 miscompiles them in
 // f16) while matmuls are still annotated.
 // F16-LABEL:   func.func @conv_and_matmul(
 // BF16-LABEL:  func.func @conv_and_matmul(
@@ -102,4 +103,18 @@ func.func @conv_and_matmul(%x: tensor<1x3x8x8xf32>, %w: tensor<5x3x3x3xf32>, %o:
   %0 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x3x8x8xf32>, tensor<5x3x3x3xf32>) outs(%o : tensor<1x5x6x6xf32>) -> tensor<1x5x6x6xf32>
   %1 = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
   return %0, %1 : tensor<1x5x6x6xf32>, tensor<4x16xf32>
+}
+
+// convolutions=static demotes a static convolution (CUDA: inferx-conv-strategy turns it into a
+// matmul) and keeps one with a dynamic batch in f32 (it stays a convolution in IREE's hands).
+// STATIC-LABEL: func.func @static_and_dynamic_convs(
+// STATIC:         linalg.conv_2d_nchw_fchw {{{.*}}inferx.precision = "f16"{{.*}}} ins(%{{.+}} : tensor<1x3x8x8xf32>
+// STATIC:         linalg.conv_2d_nchw_fchw
+// STATIC-NOT:       inferx.precision
+// STATIC-SAME:      tensor<?x3x8x8xf32>
+func.func @static_and_dynamic_convs(%x: tensor<1x3x8x8xf32>, %y: tensor<?x3x8x8xf32>, %w: tensor<5x3x3x3xf32>,
+                                    %o: tensor<1x5x6x6xf32>, %p: tensor<?x5x6x6xf32>) -> (tensor<1x5x6x6xf32>, tensor<?x5x6x6xf32>) {
+  %0 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : tensor<1x3x8x8xf32>, tensor<5x3x3x3xf32>) outs(%o : tensor<1x5x6x6xf32>) -> tensor<1x5x6x6xf32>
+  %1 = linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%y, %w : tensor<?x3x8x8xf32>, tensor<5x3x3x3xf32>) outs(%p : tensor<?x5x6x6xf32>) -> tensor<?x5x6x6xf32>
+  return %0, %1 : tensor<1x5x6x6xf32>, tensor<?x5x6x6xf32>
 }
