@@ -70,7 +70,7 @@ class _Compiler:
         shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def _on_diagnostic(self, d) -> bool:
-        self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {d.message}")
+        self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {shorten_targets(d.message)}")
         return True
 
     def parse(self, bytecode: bytes):
@@ -178,6 +178,27 @@ def _configuration_of(executable) -> dict:
 
     executable.walk(visit)
     return found
+
+
+def shorten_targets(message: str) -> str:
+    """A diagnostic with IREE's executable target attribute spelled out (thousands of characters
+    of CPU features) keeps only its backend and format: `#hal.executable.target<"llvm-cpu",
+    "embedded-elf-x86_64", ...>`."""
+    marker = "#hal.executable.target<"
+    out, i = [], 0
+    while True:
+        j = message.find(marker, i)
+        if j < 0:
+            return "".join(out) + message[i:]
+        depth, k = 0, j + len(marker) - 1
+        while k < len(message):
+            depth += {"<": 1, ">": -1}.get(message[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        head = message[j + len(marker):k].split(",")[:2]
+        out.append(message[i:j] + marker + ",".join(head) + ", ...>")
+        i = k + 1
 
 
 def _write_files(folder: str, files: dict[str, str]) -> None:

@@ -174,3 +174,16 @@ def test_iree_failure_prints_an_iree_compile_reproducer(tmp_path, monkeypatch):
         pytest.skip("iree-compile not on PATH")
     again = subprocess.run([tool] + argv[1:-2] + ["-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True)
     assert again.returncode != 0 and "failed to legalize" in again.stderr
+
+
+def test_iree_diagnostics_do_not_spell_out_the_target():
+    """IREE prints its executable target (thousands of characters of CPU features) in codegen
+    errors; inferx keeps the backend and format only."""
+    from inferx_compiler.iree_backend import shorten_targets
+
+    features = ",".join(f"+f{i}" for i in range(500))
+    message = (f'failed to translate for backend #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", '
+               f'{{cpu_features = "{features}", nested = #iree_cpu.x<a = <1>>}}> (stage 2)')
+    short = shorten_targets(message)
+    assert short == 'failed to translate for backend #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", ...> (stage 2)'
+    assert shorten_targets("no target here") == "no target here"

@@ -23,8 +23,10 @@ Systems: inferx-fp32, inferx-bf16, inferx-fp16 (inferx-compile --target cpu --pr
 iree (iree-import-onnx --externalize-params + iree-compile, llvm-cpu host, run with
 iree.runtime + the IRPA), ort (onnxruntime CPU defaults), ort-int8 (onnxruntime.quantization
 .quantize_dynamic, QInt8 weights per channel, MatMul only; Gemm is first rewritten to MatMul+Add because the
-dynamic quantizer leaves Gemm in float), torch (eager, the same graph op by op, torch_impl.py),
-torch-compile (torch.compile default mode, static shapes).
+dynamic quantizer leaves Gemm in float), torch (eager, native torch.nn modules with the same
+weights, torch_native.py), torch-compile (torch.compile default mode, static shapes).
+inferx systems get a static-shape function per benchmark batch (--batch-sizes); inferx-tuned is
+inferx-fp32 built with --tune (data tiling and dispatch configurations measured on this machine).
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
 
-ALL_SYSTEMS = ["inferx-fp32", "inferx-bf16", "inferx-fp16", "iree", "ort", "ort-int8", "torch", "torch-compile"]
-PRECISION = {"inferx-fp32": "fp32", "inferx-bf16": "bf16", "inferx-fp16": "fp16", "iree": "fp32", "ort": "fp32",
+ALL_SYSTEMS = ["inferx-fp32", "inferx-tuned", "inferx-bf16", "inferx-fp16", "iree", "ort", "ort-int8", "torch",
+               "torch-compile"]
+PRECISION = {"inferx-fp32": "fp32", "inferx-tuned": "fp32", "inferx-bf16": "bf16", "inferx-fp16": "fp16",
+             "iree": "fp32", "ort": "fp32",
              "ort-int8": "int8", "torch": "fp32", "torch-compile": "fp32"}
 DEFAULT_TOL = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 2e-2, "int8": 2e-2}
 IREE_CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
@@ -121,10 +125,13 @@ def _tail(path, n=1500):
         return ""
 
 
-def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="cpu", iree_flags=None):
-    """Compile `onnx_path` for `system` into workdir; cached with a JSON sidecar of the stats."""
+def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="cpu", iree_flags=None,
+                   batches=()):
+    """Compile `onnx_path` for `system` into workdir; cached with a JSON sidecar of the stats.
+    inferx builds get a static-shape function per benchmark batch (`--batch-sizes`, what a
+    deployment that knows its batch sizes asks for); inferx-tuned adds `--tune`."""
     os.makedirs(workdir, exist_ok=True)
-    stem = os.path.join(workdir, system)
+    stem = os.path.join(workdir, system + (f"-b{'-'.join(map(str, batches))}" if batches else ""))
     meta_path = stem + ".json"
     if not recompile and os.path.exists(meta_path):
         with open(meta_path) as f:
@@ -142,6 +149,10 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
 
             cmd = python_entry("inferx_compiler.cli.compile") + [onnx_path, "--target", inferx_target,
                    "--precision", PRECISION[system], "-o", out, "-q"]
+            if batches:
+                cmd += ["--batch-sizes", ",".join(map(str, batches)), "--no-measure"]
+            if system == "inferx-tuned":
+                cmd += ["--tune", "--tuning-db", stem + ".tuning.json"]
             wall, rss, rc = measured(cmd, logf)
             meta.update(compile_s=wall, peak_rss_mib=rss, files=[out], commands=[cmd])
         elif system == "iree":
@@ -272,13 +283,16 @@ class Runners:
         return call
 
     def torch(self, onnx_path, compiled=False):
+        """Native torch.nn modules of the same architectures with the same weights
+        (torch_native.py): the PyTorch users write, not an ONNX interpreter."""
         import onnx
         import torch
 
-        import torch_impl
+        import torch_native
 
         torch.set_num_threads(self.threads)
-        mod = torch_impl.to_torch(onnx.load(onnx_path))
+        model = onnx.load(onnx_path)
+        mod = torch_native.build(model_name(model), model)
         f = torch.compile(mod, dynamic=False) if compiled else mod
         names = mod.input_names
 
@@ -288,6 +302,11 @@ class Runners:
             return [o.numpy() for o in out]
 
         return call
+
+
+def model_name(model) -> str:
+    """models.py's name of a built model (its graph name)."""
+    return model.graph.name
 
 
 # ----------------------------------------------------------------------------- the run
@@ -301,7 +320,8 @@ def bench_model(name, batches, systems, args, runners, tol):
     for s in systems:
         if s.startswith("inferx-") or s in ("iree", "ort-int8"):
             log(f"{name}: compile {s}")
-            compiled[s] = compile_system(s, onnx_path, workdir, recompile=args.recompile)
+            compiled[s] = compile_system(s, onnx_path, workdir, recompile=args.recompile,
+                                         batches=batches if s.startswith("inferx-") else ())
             c = compiled[s]
             log(f"{name}: {s} {'cached ' if c['cached'] else ''}{c['compile_s']:.1f} s, "
                 f"peak RSS {c['peak_rss_mib']:.0f} MiB, {c['artifact_bytes'] / 1e6:.1f} MB"
