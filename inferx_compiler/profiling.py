@@ -10,6 +10,7 @@ are seeded random data of the manifest's shapes (dynamic dims take `batch`). Use
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,8 +68,10 @@ def executable_of(export_name: str, executables: list[str]) -> str:
     return best or export_name
 
 
-def profile_dispatches(artifact: str, function: str, dims: dict, threads: int = 1,
-                       min_time: float = 1.0) -> DispatchTimes:
+@contextlib.contextmanager
+def _benchmark_command(artifact: str, function: str, dims: dict, threads: int, min_time: float):
+    """The artifact unpacked in a temporary folder, and the `iree-benchmark-module` command that
+    runs `function` on seeded inputs with its weights; yields (command, folder)."""
     workdir = tempfile.mkdtemp(prefix="inferx-profile-")
     try:
         with zipfile.ZipFile(artifact) as z:
@@ -77,62 +80,54 @@ def profile_dispatches(artifact: str, function: str, dims: dict, threads: int = 
             manifest = json.load(f)
         cmd = [_tool("iree-benchmark-module"), f"--module={os.path.join(workdir, 'module.vmfb')}",
                f"--function={function}", "--device=local-task", f"--task_topology_max_group_count={threads}",
-               f"--benchmark_min_time={min_time}s", "--device_profiling_mode=host-execution",
-               f"--device_profiling_output={os.path.join(workdir, 'p.ireeprof')}",
-               *_write_inputs(manifest, dims, workdir)]
+               f"--benchmark_min_time={min_time}s", *_write_inputs(manifest, dims, workdir)]
         if manifest.get("weights"):
             cmd.append(f"--parameters={manifest['weights']['scope']}="
                        f"{os.path.join(workdir, manifest['weights']['member'])}")
-        bench = subprocess.run(cmd, capture_output=True, text=True)
-        if bench.returncode != 0:
-            raise InferXError(f"profiling {function} failed (iree-benchmark-module): {bench.stderr[-1500:]}")
-        stats = subprocess.run([_tool("iree-profile"), "statistics", "--format=jsonl",
-                                os.path.join(workdir, "p.ireeprof")], capture_output=True, text=True)
-        if stats.returncode != 0:
-            raise InferXError(f"iree-profile failed: {stats.stderr[-1500:]}")
-        calls, rows = 0, []
-        for line in stats.stdout.splitlines():
-            rec = json.loads(line)
-            if rec.get("row_type") == "host_execution_queue_operation" and rec.get("event_name") == "execute":
-                calls += rec["sample_count"]
-            elif rec.get("row_type") == "host_execution_function":
-                rows.append(rec)
-        times = DispatchTimes(max(calls, 1))
-        for rec in rows:
-            name = rec["function_name"]
-            times.runs[name] = max(rec["sample_count"], 1)
-            times.us_per_run[name] = rec["total_duration_ns"] / times.runs[name] / 1e3
-        return times
+        yield cmd, workdir
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(cmd: list[str], what: str) -> str:
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise InferXError(f"{what} failed ({os.path.basename(cmd[0])}): {done.stderr[-1500:]}")
+    return done.stdout
+
+
+def profile_dispatches(artifact: str, function: str, dims: dict, threads: int = 1,
+                       min_time: float = 1.0) -> DispatchTimes:
+    with _benchmark_command(artifact, function, dims, threads, min_time) as (cmd, workdir):
+        profile = os.path.join(workdir, "p.ireeprof")
+        _run(cmd + ["--device_profiling_mode=host-execution", f"--device_profiling_output={profile}"],
+             f"profiling {function}")
+        stats = _run([_tool("iree-profile"), "statistics", "--format=jsonl", profile], "iree-profile")
+    calls, rows = 0, []
+    for line in stats.splitlines():
+        rec = json.loads(line)
+        if rec.get("row_type") == "host_execution_queue_operation" and rec.get("event_name") == "execute":
+            calls += rec["sample_count"]
+        elif rec.get("row_type") == "host_execution_function":
+            rows.append(rec)
+    times = DispatchTimes(max(calls, 1))
+    for rec in rows:
+        name = rec["function_name"]
+        times.runs[name] = max(rec["sample_count"], 1)
+        times.us_per_run[name] = rec["total_duration_ns"] / times.runs[name] / 1e3
+    return times
 
 
 def benchmark_function(artifact: str, function: str, dims: dict, threads: int = 1,
                        min_time: float = 1.0) -> float:
     """Median milliseconds per call of an artifact's function (iree-benchmark-module, no
     profiling)."""
-    workdir = tempfile.mkdtemp(prefix="inferx-bench-")
-    try:
-        with zipfile.ZipFile(artifact) as z:
-            z.extractall(workdir)
-        with open(os.path.join(workdir, "manifest.json")) as f:
-            manifest = json.load(f)
-        cmd = [_tool("iree-benchmark-module"), f"--module={os.path.join(workdir, 'module.vmfb')}",
-               f"--function={function}", "--device=local-task", f"--task_topology_max_group_count={threads}",
-               f"--benchmark_min_time={min_time}s", "--benchmark_repetitions=5",
-               "--benchmark_report_aggregates_only=true", "--benchmark_format=json",
-               *_write_inputs(manifest, dims, workdir)]
-        if manifest.get("weights"):
-            cmd.append(f"--parameters={manifest['weights']['scope']}="
-                       f"{os.path.join(workdir, manifest['weights']['member'])}")
-        bench = subprocess.run(cmd, capture_output=True, text=True)
-        if bench.returncode != 0:
-            raise InferXError(f"benchmarking {function} failed (iree-benchmark-module): {bench.stderr[-1500:]}")
-        report = json.loads(bench.stdout[bench.stdout.index("{"):])
-        for row in report["benchmarks"]:
-            if row.get("aggregate_name") == "median":
-                unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[row.get("time_unit", "ns")]
-                return row["real_time"] * unit
-        raise InferXError(f"benchmarking {function}: no median in iree-benchmark-module's report")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with _benchmark_command(artifact, function, dims, threads, min_time) as (cmd, _):
+        out = _run(cmd + ["--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
+                          "--benchmark_format=json"], f"benchmarking {function}")
+    report = json.loads(out[out.index("{"):])
+    for row in report["benchmarks"]:
+        if row.get("aggregate_name") == "median":
+            unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[row.get("time_unit", "ns")]
+            return row["real_time"] * unit
+    raise InferXError(f"benchmarking {function}: no median in iree-benchmark-module's report")

@@ -35,7 +35,8 @@ class Remark:
         return f"{self.location}: remark: {self.pass_name}: {self.message}"
 
 
-def _line_of(loc) -> int:
+def line_of(loc) -> int:
+    """The file line of a location, looking through name/callsite wrappers (0 when none)."""
     for _ in range(8):
         line = getattr(loc, "start_line", None)
         if isinstance(line, int):
@@ -60,7 +61,7 @@ def _enclosing_function(op) -> str:
 def remark(pass_name: str, op, message: str) -> None:
     sink = _sink.get()
     if sink is not None:
-        sink.append(Remark(pass_name, str(op.location), _line_of(op.location), message,
+        sink.append(Remark(pass_name, str(op.location), line_of(op.location), message,
                            _enclosing_function(op)))
 
 

@@ -12,6 +12,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from inferx_compiler.passes.remarks import line_of
+
 _EXPECTED = re.compile(
     r"expected-(error|warning|remark|note)\s*(@(?:[+-]\d+|above|below))?\s*\{\{(.*?)\}\}")
 _SEVERITIES = {"ERROR": "error", "WARNING": "warning", "REMARK": "remark", "NOTE": "note"}
@@ -25,20 +27,6 @@ class Diag:
     message: str
 
 
-def _line_of(loc) -> int:
-    """Line of a FileLineColLoc, looking through name/callsite wrappers."""
-    for _ in range(8):
-        line = getattr(loc, "start_line", None)
-        if isinstance(line, int):
-            return line
-        child = getattr(loc, "child_loc", None)
-        if child is None:
-            break
-        loc = child
-    m = re.search(r":(\d+):\d+", str(loc))
-    return int(m.group(1)) if m else 0
-
-
 def _severity(d) -> str:
     return _SEVERITIES.get(d.severity.name, d.severity.name.lower())
 
@@ -50,9 +38,9 @@ class DiagnosticCollector:
         self._handler = ctx.attach_diagnostic_handler(self._on_diagnostic)
 
     def _record(self, d) -> None:
-        self.diagnostics.append(Diag(_severity(d), _line_of(d.location), str(d.location), d.message))
+        self.diagnostics.append(Diag(_severity(d), line_of(d.location), str(d.location), d.message))
         for n in d.notes:
-            self.diagnostics.append(Diag("note", _line_of(n.location), str(n.location), n.message))
+            self.diagnostics.append(Diag("note", line_of(n.location), str(n.location), n.message))
 
     def _on_diagnostic(self, d) -> bool:
         self._record(d)
@@ -60,9 +48,9 @@ class DiagnosticCollector:
 
     def add_mlir_error(self, err) -> None:
         for d in getattr(err, "error_diagnostics", []) or []:
-            self.diagnostics.append(Diag("error", _line_of(d.location), str(d.location), d.message))
+            self.diagnostics.append(Diag("error", line_of(d.location), str(d.location), d.message))
             for n in d.notes:
-                self.diagnostics.append(Diag("note", _line_of(n.location), str(n.location), n.message))
+                self.diagnostics.append(Diag("note", line_of(n.location), str(n.location), n.message))
         if not getattr(err, "error_diagnostics", None) and not self.diagnostics:
             self.diagnostics.append(Diag("error", 0, "unknown", str(err)))
 
