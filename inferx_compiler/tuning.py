@@ -1,8 +1,10 @@
 """`inferx-compile --tune`: measure knobs and dispatch configurations on the build machine.
 
     1. data tiling: build with IREE's data tiling on and off, time every static-shape function
-       end to end (iree-benchmark-module, one thread); keep the faster (it depends on the model:
-       on this AVX2 CPU, BERT-lite 3.1 vs 5.0 ms with it, a small ResNet 1.34 vs 1.12 ms without).
+       end to end (iree-benchmark-module, as many threads as the target has cores: the choice
+       can flip with the thread count, e.g. the 8 x 4096^2 MLP at batch 64 on this 2-core CPU
+       was faster with it on one thread and without it on two); keep the faster (it depends on
+       the model: BERT-lite 3.1 vs 5.0 ms with it, a small ResNet 1.34 vs 1.12 ms without).
     2. dispatch configurations: with that choice, build once per candidate index k = 1, 2, ...
        (`inferx-dispatch-config{candidate=k}`: every dispatch the target-width rules model gets
        its k-th proposal); time each dispatch run under host-execution profiling; per dispatch
@@ -20,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-import time
 
 from . import tuning_db
 from .errors import InferXError, PipelineError
@@ -57,7 +58,8 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
 
     builds = {dt: _build(model_path, dataclasses.replace(base, data_tiling=dt), workdir, f"dt-{dt}")
               for dt in (True, False)}
-    ms = {dt: _end_to_end_ms(b) for dt, b in builds.items() if b is not None}
+    threads = target.cores or 1
+    ms = {dt: _end_to_end_ms(b, threads) for dt, b in builds.items() if b is not None}
     if not ms:
         raise InferXError("--tune: the model builds neither with nor without data tiling")
     data_tiling = min(ms, key=ms.get)
@@ -80,7 +82,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
     tuned_ms = ms[data_tiling]
     if chosen_configs:
         tuned = _build(model_path, dataclasses.replace(chosen, tuning_db=guard_db), workdir, "tuned")
-        tuned_ms = _end_to_end_ms(tuned) if tuned is not None else float("inf")
+        tuned_ms = _end_to_end_ms(tuned, threads) if tuned is not None else float("inf")
         if tuned_ms > (1 - MIN_GAIN_E2E) * ms[data_tiling]:
             log.step(f"tune: the configurations do not speed the whole call up ({tuned_ms:.3f} vs "
                      f"{ms[data_tiling]:.3f} ms): IREE's own are kept")
@@ -93,7 +95,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
         "tuned_ms": round(tuned_ms, 4), "configs": len(chosen_configs)})
     tuning_db.save(db, db_path)
     log.step(f"tune: {_bar(3, 3)} {ms[data_tiling]:.3f} -> {tuned_ms:.3f} ms per call of the static "
-             f"functions (one thread); database {db_path}")
+             f"functions ({threads} thread(s)); database {db_path}")
     return {"data_tiling": data_tiling, "ms": ms, "tuned_ms": tuned_ms, "configs": len(chosen_configs)}
 
 
@@ -109,10 +111,10 @@ def _build(model_path: str, options, workdir: str, name: str):
     return _Build(path, result)
 
 
-def _end_to_end_ms(build: _Build) -> float:
+def _end_to_end_ms(build: _Build, threads: int) -> float:
     from .profiling import benchmark_function
 
-    return sum(benchmark_function(build.path, f["name"], f["dims"]) for f in build.functions())
+    return sum(benchmark_function(build.path, f["name"], f["dims"], threads=threads) for f in build.functions())
 
 
 def _dispatch_times(build: _Build) -> dict[str, float]:

@@ -10,7 +10,7 @@ ONNX and FX importers produce). For each convolution it decides one of
             on targets whose record enables it: marked `__winograd_conv`; IREE's
             `iree-linalg-ext-convert-conv2d-to-winograd` (F(6,3)) rewrites it in
             preprocessing (the bias is first detached from the conv's init, see
-            `preprocessing_pipeline`);
+            `PREPROCESSING_PIPELINE`);
   im2col    any other static convolution: rewritten here into an im2col copy
             `col[n,c,kh,kw,oh,ow] = x[n,c,oh*sh+kh,ow*sw+kw]` (affine maps, which IREE's CPU
             tiling takes; upstream `convert_conv2d_to_img2col` builds semi-affine ones that it
@@ -44,7 +44,6 @@ Spelled `inferx-conv-strategy{target=cpu winograd-min-channels=64 algorithms=aut
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 

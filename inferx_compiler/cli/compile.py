@@ -10,8 +10,9 @@ import resource
 import sys
 import time
 
-from inferx_compiler.driver import (EMIT_CHOICES, PRECISIONS, CompileOptions, compile_onnx_file,
-                                    describe_pipeline, format_pipeline, write_result)
+from inferx_compiler.build_plan import describe_pipeline, format_pipeline
+from inferx_compiler.driver import compile_onnx_file, write_result
+from inferx_compiler.options import EMIT_CHOICES, PRECISIONS, CompileOptions
 from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.targets import all_targets, format_target_table, get_target

@@ -32,6 +32,9 @@ def main(argv=None) -> int:
         report = json.loads(z.read("report.json"))
     function = args.function or manifest["entry_function"]
     dims = {d: args.batch for s in manifest["inputs"] for d in s["shape"] if isinstance(d, str)}
+    for f in manifest.get("functions", []):
+        if f["name"] == function:
+            dims.update(f["dims"])  # a static-shape function's own sizes
     times = profile_dispatches(args.artifact, function, dims, args.threads, args.min_time)
     by_name = {d["dispatch"]: d for d in report.get("dispatches", [])}
     rows = sorted(times.us_per_call.items(), key=lambda kv: -kv[1])

@@ -112,7 +112,7 @@ def main(argv=None) -> int:
                 samples[k].append((time.perf_counter() - t0) * 1e3)
     ort_med = float(np.median(samples["ort"]))
     print(f"\n{stem} batch {args.batch}, {args.threads} threads, load {os.getloadavg()[0]:.1f}")
-    print(f"| variant | median ms | min-max | ÷ ort | dispatches | rel L2 | compile s |")
+    print("| variant | median ms | min-max | ÷ ort | dispatches | rel L2 | compile s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for k in order:
         s = samples[k]

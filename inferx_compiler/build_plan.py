@@ -1,0 +1,136 @@
+"""The build plan: every pipeline and IREE flag one build runs, from its options and target.
+
+    graph stage      graph_decision_pipeline (precision), GRAPH_LOWERING
+    IREE input       iree_input_pipeline (conv strategy, parameters, output entry)
+    IREE flags       iree_flags (the target's, semantics, decision preprocessing, forced knobs)
+    dispatch stage   dispatch_pipeline (report, per-dispatch configurations)
+    build files      build_files (what flags and pipelines name as {build}/NAME)
+
+`describe_pipeline` lists the stages as `inferx-compile --dump-pipeline` prints them, each
+reproducible with `inferx-opt` or `iree-compile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import graph_lowering
+from .artifact import PARAMETER_SCOPE
+from .iree_backend import BUILD_DIR
+from .options import CompileOptions
+from .targets import Target, get_target
+
+# IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
+# (Only then: lowerings introduce f64 scalars of their own that IREE's constant
+# evaluator cannot handle unless they are demoted.)
+KEEP_F64_FLAGS = ("--iree-input-demote-f64-to-f32=false",)
+
+
+@dataclass
+class Stage:
+    name: str
+    level: str  # graph | iree | importer
+    spec: str  # textual pipeline, or IREE flags
+
+
+def graph_decision_pipeline(options: CompileOptions) -> str:
+    passes = []
+    if options.precision != "fp32":
+        dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
+        # CUDA: IREE's own f16 convolutions are wrong there (see inferx-annotate-precision);
+        # static ones become matmuls through the conv strategy, dynamic ones stay f32.
+        target = get_target(options.target)
+        convs = "all"
+        if target.backend == "cuda":
+            convs = "static" if uses_conv_strategy(target, options) else "none"
+        passes += [f"inferx-annotate-precision{{precision={dtype} convolutions={convs}}}",
+                   "inferx-apply-precision"]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
+TUNING_DB_FILE = "tuning_db.json"
+
+
+def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
+    """The dispatch-level passes: the report, then the per-dispatch configurations."""
+    config = f"target={target.name}"
+    if options.tuning_db:
+        config += f" tuning-db={BUILD_DIR}/{TUNING_DB_FILE}"
+    if options.tuning_candidate:
+        config += f" candidate={options.tuning_candidate}"
+    return f"builtin.module(inferx-dispatch-report,inferx-dispatch-config{{{config}}})"
+
+
+def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
+    return options.conv_algorithms != "none" and target.executable
+
+
+def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
+    passes = []
+    if uses_conv_strategy(target, options):
+        allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
+        passes.append(f"inferx-conv-strategy{{target={target.name}{allowed}}}")
+    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+def iree_flags(target: Target, options: CompileOptions) -> list[str]:
+    """IREE's flags for this build: the target's, what the model's semantics need, the
+    preprocessing that carries out the pass decisions, a forced data-tiling choice (--tune's,
+    or the tuning database's for this model), then the user's extra flags."""
+    from .passes.conv_strategy import PREPROCESSING_PIPELINE
+
+    semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
+    decisions = []
+    winograd = target.winograd if options.conv_algorithms == "auto" else "winograd" in options.conv_algorithms
+    if uses_conv_strategy(target, options) and winograd:
+        decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
+    flags = target.iree_flags()
+    if options.data_tiling is not None:
+        flags = [f for f in flags if not f.startswith("--iree-opt-data-tiling=")]
+        flags.append(f"--iree-opt-data-tiling={'true' if options.data_tiling else 'false'}")
+    return flags + semantic + decisions + list(options.extra_iree_flags)
+
+
+def build_files(target: Target, options: CompileOptions) -> dict[str, str]:
+    """Files the flags and pipelines name as {build}/NAME (written next to the compile, kept in
+    reproducers): the tuning database."""
+    if not options.tuning_db:
+        return {}
+    with open(options.tuning_db) as f:
+        return {TUNING_DB_FILE: f.read()}
+
+
+def describe_pipeline(options: CompileOptions, source: str = "onnx") -> list[Stage]:
+    target = get_target(options.target)
+    to_linalg = graph_lowering.TORCH_TO_LINALG if source == "onnx" else graph_lowering.FX_TORCH_TO_LINALG
+    stages = [Stage("import", "importer", "torch-mlir onnx_importer (in process)" if source == "onnx"
+                    else "torch-mlir fx importer (in process)")]
+    if source == "onnx":
+        stages.append(Stage("onnx-to-torch", "graph", graph_lowering.ONNX_TO_TORCH))
+    stages += [Stage("torch-to-linalg", "graph", to_linalg),
+               Stage("graph", "graph", graph_decision_pipeline(options)),
+               Stage("graph-lowering", "graph", GRAPH_LOWERING)]
+    if target.executable:
+        flags = " ".join(iree_flags(target, options))
+        stages += [Stage("iree-input", "iree", iree_input_pipeline(target, options)),
+                   Stage("iree-to-executable-sources", "iree", f"{flags} --compile-to=executable-sources"),
+                   Stage("dispatch", "iree", dispatch_pipeline(target, options)),
+                   Stage("iree-to-vm", "iree", f"{flags} --compile-from=executable-sources")]
+    return stages
+
+
+def format_pipeline(stages: list[Stage]) -> str:
+    lines = []
+    for i, s in enumerate(stages, 1):
+        if s.level == "graph":
+            how = f"inferx-opt --pass-pipeline='{s.spec}'"
+        elif s.level == "iree" and s.spec.startswith("builtin.module"):
+            how = f"inferx-opt --context=iree --pass-pipeline='{s.spec}'"
+        elif s.level == "iree":
+            how = f"iree-compile {s.spec}"
+        else:
+            how = s.spec
+        lines.append(f"{i:2d}. {s.name:28s} {how}")
+    return "\n".join(lines)

@@ -1,0 +1,25 @@
+"""What one build is asked for: target, stage to stop at, precision and the knobs (CompileOptions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    target: str
+    emit: str = "artifact"
+    precision: str = "fp32"
+    extra_iree_flags: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = ()
+    measure_buckets: bool = True
+    dynamic_only: bool = False  # no static-shape functions (see specialization.py)
+    conv_algorithms: str = "auto"  # inferx-conv-strategy's choice: auto, none, or a list
+    tuning_db: Optional[str] = None  # measured dispatch configurations to apply (--tuning-db)
+    tuning_candidate: int = 0  # build with the K-th rule candidate everywhere (what --tune measures)
+    data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced
+    keep_f64: bool = False  # set by the driver when the model computes in float64
