@@ -1,10 +1,9 @@
 """`inferx-compile --tune`: measure knobs and dispatch configurations on the build machine.
 
     1. data tiling: build with IREE's data tiling on and off, time every static-shape function
-       end to end (iree-benchmark-module, as many threads as the target has cores: the choice
-       can flip with the thread count, e.g. the 8 x 4096^2 MLP at batch 64 on this 2-core CPU
-       was faster with it on one thread and without it on two); keep the faster (it depends on
-       the model: BERT-lite 3.1 vs 5.0 ms with it, a small ResNet 1.34 vs 1.12 ms without).
+       end to end (iree-benchmark-module, as many threads as the target has cores, the way the
+       artifact will run); keep the faster (it depends on the model: BERT-lite 3.1 vs 5.0 ms
+       with it, a small ResNet 1.34 vs 1.12 ms without, one thread).
     2. dispatch configurations: with that choice, build once per candidate index k = 1, 2, ...
        (`inferx-dispatch-config{candidate=k}`: every dispatch the target-width rules model gets
        its k-th proposal); time each dispatch run under host-execution profiling; per dispatch
