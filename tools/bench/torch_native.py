@@ -287,13 +287,19 @@ def _resnet(onnx_model):
     return m, ld
 
 
+def _layer_count(ini: dict) -> int:
+    """Transformer layers in models.py's naming: L0.ln1.g, L1.ln1.g, ..."""
+    layers = 0
+    while f"L{layers}.ln1.g" in ini:
+        layers += 1
+    return layers
+
+
 def _bert(onnx_model):
     from onnx import numpy_helper
 
     ini = {i.name: i for i in onnx_model.graph.initializer}
-    layers = 0
-    while f"L{layers}.ln1.g" in ini:
-        layers += 1
+    layers = _layer_count(ini)
     d, ffn = ini["L0.attn.q.w"].dims[0], ini["L0.ffn.fc1.w"].dims[1]
     _, seq, heads, _ = (int(v) for v in numpy_helper.to_array(ini["shape.heads"]))
     m = BertEncoder(layers, d, heads, ffn)
@@ -318,9 +324,7 @@ def _gpt2(onnx_model):
     from onnx import numpy_helper
 
     ini = {i.name: i for i in onnx_model.graph.initializer}
-    layers = 0
-    while f"L{layers}.ln1.g" in ini:
-        layers += 1
+    layers = _layer_count(ini)
     vocab, d = ini["wte"].dims
     seq = ini["wpe"].dims[0]
     heads = int(numpy_helper.to_array(ini["shape.heads"])[2])
