@@ -1,5 +1,8 @@
 """PyTorch in: torch.export -> torch-mlir's FX importer -> the same pipeline as ONNX.
 
+With a dynamic batch dim (`dynamic_shapes`), the module is exported again at each static
+batch (batch 1 by default; see specialization.py) and those functions join the module.
+
 Parameters, buffers and lifted constants are placeholders of the exported graph; they
 are imported as entry arguments tagged `inferx.parameter` (never as MLIR literals) and
 their bytes go to the artifact's parameter archive, exactly like lifted ONNX weights.
@@ -39,6 +42,16 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
         module_op, inputs, outputs, weights, keys = _import(program, ctx, log)
         graph_lowering.lower_to_linalg(module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
         graph_lowering.mark_parameter_args(module_op, keys)
+        specs = []
+        for spec in driver.static_specializations(options, target_obj, inputs):
+            size = dict(spec.dims)[next(iter(dict(spec.dims)))]
+            static = _export(module, _at_batch(tuple(example_inputs), size), None)
+            other, *_ = _import(static, ctx, BuildLog(quiet=True))
+            graph_lowering.lower_to_linalg(other, graph_lowering.FX_TORCH_TO_LINALG, log)
+            graph_lowering.mark_parameter_args(other, keys)
+            graph_lowering.move_entry_function(other, module_op, spec.function)
+            log.step(f"added the static-shape function @{spec.function} (batch {size})")
+            specs.append(spec)
     name = type(module).__name__
     digest = _state_digest(weights)
     model_info = {"name": name, "source": "torch", "sha256": digest, "opset": None,
@@ -47,9 +60,14 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
         w.dtype == np.float64 for w in weights.values())
     options = dataclasses.replace(options, keep_f64=uses_f64)
     result = driver.compile_linalg(module_op, ctx, target_obj, options, log, model_info,
-                                    inputs, outputs, weights)
+                                    inputs, outputs, weights, specs)
     driver.write_result(result, output)
     return result.manifest
+
+
+def _at_batch(example_inputs: tuple, size: int) -> tuple:
+    """The example inputs with `size` rows (the first row repeated): a static-shape export."""
+    return tuple(x[:1].repeat(size, *([1] * (x.dim() - 1))) for x in example_inputs)
 
 
 def _export(module, example_inputs, dynamic_shapes):

@@ -33,9 +33,11 @@ def test_torch_module_matches_eager(tmp_path):
     assert manifest.weights["count"] >= 4  # conv w/b, bn stats, fc w/b
     sess = inferx_compiler.load(str(tmp_path / "net.ixa"))
     assert isinstance(sess.inputs[0].shape[0], str)  # batch stays dynamic
-    for n in (1, 5):
+    assert [f["name"] for f in manifest.functions] == ["main$b1"]  # plus a static batch-1 function
+    for n, function in ((1, "main$b1"), (5, "main")):
         xs = torch.randn(n, 3, 8, 8)
         with torch.no_grad():
             expected = net(xs).numpy()
         got = sess.run({sess.inputs[0].name: xs.numpy()})
+        assert sess.function_for([xs.shape]) == function
         assert rel_l2(next(iter(got.values())), expected) <= 1e-4
