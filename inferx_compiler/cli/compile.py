@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
     p.add_argument("--dump-pipeline", action="store_true",
                    help="print every stage of the pipeline this build runs and exit")
-    p.add_argument("--report", metavar="FILE", help="write build statistics (time, peak RSS) as JSON")
+    p.add_argument("--report", metavar="FILE",
+                   help="write build statistics (time, peak RSS) and, per dispatch, its root op, loops, "
+                        "FLOPs, fused ops and configuration with its source, and the passes' decisions, as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
@@ -117,8 +119,9 @@ def _work(args) -> int:
              f"peak RSS {stats['peak_rss_mib']:.0f} MiB "
              f"({stats['peak_rss_over_model']:.1f}x the model file)")
     if args.report:
+        report = dict(stats, dispatches=result.dispatches, decisions=result.decisions)
         with open(args.report, "w") as f:
-            json.dump(stats, f, indent=1, sort_keys=True)
+            json.dump(report, f, indent=1, sort_keys=True)
     return 0
 
 

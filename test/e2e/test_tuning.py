@@ -89,8 +89,12 @@ def test_database_configuration_reaches_the_code(tuned, tmp_path):
 
 def test_explain_prints_decisions_and_dispatches(tuned, capfd):
     root, onnx_path, db_path, _ = tuned
+    report = root / "report.json"
     assert compile_main([onnx_path, "--target", "cpu", "--explain", "-q", "--tuning-db", db_path,
-                         "-o", str(root / "explained.ixa")]) == 0
+                         "--report", str(report), "-o", str(root / "explained.ixa")]) == 0
+    written = json.loads(report.read_text())
+    assert written["compile_seconds"] > 0 and written["dispatches"] and written["decisions"]
+    assert all("root" in d and "config_source" in d for d in written["dispatches"] if not d["dispatch"].startswith("_"))
     out = capfd.readouterr().out
     assert "Pass decisions (per ONNX node):" in out and "| main$b1 | stem7x7_s2 | inferx-conv-strategy | im2col" in out
     assert "Dispatches (" in out and "| config from |" in out
