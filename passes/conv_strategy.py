@@ -29,8 +29,10 @@ On CUDA targets the same rewrite puts f16/bf16 convolutions on IREE's matmul pat
 cores with f32 accumulation): measured on an H200 (2026-12-01), ResNet-50 b1 fp16 2.6 ms
 against 148 ms for IREE's own convolution code, whose static-shape convolutions were also wrong
 there (relative L2 0.9 on a small ResNet at batch 1 and 2). f32 convolutions are declined on
-CUDA: IREE 3.13's CUDA code generator fails to bufferize the f32 matmul dispatch with the im2col
-copy fused into it (the driver then keeps such models' convolutions in the dynamic function).
+CUDA: IREE 3.13's CUDA code generator fails to bufferize the f32 matmul dispatches they become
+("failed to bufferize op", also for 1x1 convolutions with no copy, and with a
+`util.optimization_barrier` between copy and matmul); the driver then keeps such models'
+convolutions in the dynamic function.
 
 `algorithms=auto` applies the target's rules; a comma-separated list limits the choice to
 those algorithms (a convolution whose rule picks one not listed falls back to the next that
