@@ -71,6 +71,9 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
     if uses_conv_strategy(target, options):
         allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
         passes.append(f"inferx-conv-strategy{{target={target.name}{allowed}}}")
+    if options.fuse_attention != "off" and target.executable:
+        force = " force=true" if options.fuse_attention == "on" else ""
+        passes.append(f"inferx-fuse-attention{{target={target.name}{force}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
     return "builtin.module(" + ",".join(passes) + ")"
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
 PRECISIONS = ("fp32", "fp16", "bf16")
+ATTENTION_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class CompileOptions:
     measure_buckets: bool = True
     dynamic_only: bool = False  # no static-shape functions (see specialization.py)
     conv_algorithms: str = "auto"  # inferx-conv-strategy's choice: auto, none, or a list
+    fuse_attention: str = "auto"  # inferx-fuse-attention: auto (by target), on, off
     tuning_db: Optional[str] = None  # measured dispatch configurations to apply (--tuning-db)
     tuning_candidate: int = 0  # build with the K-th rule candidate everywhere (what --tune measures)
     data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced

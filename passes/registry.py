@@ -21,6 +21,7 @@ _PASSES = {
     "inferx-dispatch-report": "dispatch_report:DispatchReport",
     "inferx-conv-strategy": "conv_strategy:ConvStrategy",
     "inferx-dispatch-config": "dispatch_config:DispatchConfig",
+    "inferx-fuse-attention": "fuse_attention:FuseAttention",
 }
 
 
