@@ -94,8 +94,9 @@ def cnn(seed=2, channels=16, classes=10, size=32):
                   [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", classes])], inits)
 
 
-def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128):
-    """Post-norm encoder block: MHA (softmax attention) + residual + LayerNorm + erf-GELU FFN."""
+def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128, causal=False):
+    """Post-norm encoder block: MHA (softmax attention) + residual + LayerNorm + erf-GELU FFN.
+    `causal=True` adds GPT-2's additive causal mask (-1e4 above the diagonal) before the softmax."""
     rng = np.random.default_rng(seed)
     dh = d // heads
     inits = {
@@ -108,6 +109,7 @@ def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128):
         "heads_shape": np.array([0, seq, heads, dh], np.int64),
         "merge_shape": np.array([0, seq, d], np.int64),
         "scale": np.array(1.0 / np.sqrt(dh), np.float32),
+        **({"causal_mask": np.triu(np.full((seq, seq), -1e4, np.float32), k=1)} if causal else {}),
     }
     n = helper.make_node
     nodes = []
@@ -120,7 +122,9 @@ def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128):
     nodes += [
         n("MatMul", ["qh", "kh"], ["s0"], name="scores"),
         n("Mul", ["s0", "scale"], ["s1"], name="scale_scores"),
-        n("Softmax", ["s1"], ["attn"], name="softmax", axis=-1),
+        n("Add", ["s1", "causal_mask"], ["s1m"], name="causal_mask_add") if causal else
+        n("Identity", ["s1"], ["s1m"], name="no_mask"),
+        n("Softmax", ["s1m"], ["attn"], name="softmax", axis=-1),
         n("MatMul", ["attn", "vh"], ["ctx0"], name="context"),
         n("Transpose", ["ctx0"], ["ctx1"], name="merge_transpose", perm=[0, 2, 1, 3]),
         n("Reshape", ["ctx1", "merge_shape"], ["ctx2"], name="merge_heads"),

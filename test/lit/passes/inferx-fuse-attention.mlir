@@ -1,0 +1,231 @@
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200},canonicalize,cse)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=cpu force=true},canonicalize,cse)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+
+// Scaled dot-product attention as the ONNX importer lowers it (batch_matmul, expand to
+// [batch, heads, seq, seq], x scale, torch-mlir's softmax, collapse, batch_matmul) becomes one
+// iree_linalg_ext.attention on q, the transposed keys (map (b, k1, k2)) and v with the scale
+// as an f32 operand; the softmax chain is left dead.
+// REMARK: remark: inferx-fuse-attention: fused: attention, scale 0.353553
+// CHECK-DAG:   #[[Q:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+// CHECK-DAG:   #[[KT:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d2, d3)>
+// CHECK-DAG:   #[[V:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
+// CHECK-DAG:   #[[S:.+]] = affine_map<(d0, d1, d2, d3, d4) -> ()>
+// CHECK-DAG:   #[[O:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME:    %[[QA:.+]]: tensor<4x16x8xf32>, %[[KA:.+]]: tensor<4x8x16xf32>, %[[VA:.+]]: tensor<4x16x8xf32>)
+// CHECK:         %[[SC:.+]] = arith.constant 0.353553385 : f32
+// CHECK:         %[[R:.+]] = iree_linalg_ext.attention <indexing_maps = [#[[Q]], #[[KT]], #[[V]], #[[S]], #[[O]]]> ins(%[[QA]], %[[KA]], %[[VA]], %[[SC]] :
+// CHECK-NOT:     math.exp
+// CHECK-NOT:     linalg.batch_matmul
+// CHECK:         return %[[R]]
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#scalar = affine_map<(d0, d1, d2, d3) -> ()>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#row1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
+#mask = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+func.func @attention(%q: tensor<4x16x8xf32>, %kt: tensor<4x8x16xf32>, %v: tensor<4x16x8xf32>) -> tensor<4x16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant -3.40282347E+38 : f32
+  %c0 = arith.constant 0 : i64
+  %scale = arith.constant dense<0.353553385> : tensor<f32>
+  %e0 = tensor.empty() : tensor<4x16x16xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<4x16x8xf32>, tensor<4x8x16xf32>) outs(%z0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [1, 4, 16, 16] : tensor<4x16x16xf32> into tensor<1x4x16x16xf32>
+  %e1 = tensor.empty() : tensor<1x4x16x16xf32>
+  %x = linalg.generic {indexing_maps = [#id4, #scalar, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %scale : tensor<1x4x16x16xf32>, tensor<f32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x16x16xf32>
+  %em = tensor.empty() : tensor<1x4x16xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%em : tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  %ei = tensor.empty() : tensor<1x4x16xi64>
+  %fi = linalg.fill ins(%c0 : i64) outs(%ei : tensor<1x4x16xi64>) -> tensor<1x4x16xi64>
+  %mx:2 = linalg.generic {indexing_maps = [#id4, #row, #row], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<1x4x16x16xf32>) outs(%fm, %fi : tensor<1x4x16xf32>, tensor<1x4x16xi64>) {
+  ^bb0(%a: f32, %o: f32, %oi: i64):
+    %i = linalg.index 3 : index
+    %ii = arith.index_cast %i : index to i64
+    %mm = arith.maximumf %a, %o : f32
+    %gt = arith.cmpf ogt, %a, %o : f32
+    %si = arith.select %gt, %ii, %oi : i64
+    linalg.yield %mm, %si : f32, i64
+  } -> (tensor<1x4x16xf32>, tensor<1x4x16xi64>)
+  %mx4 = tensor.expand_shape %mx#0 [[0], [1], [2, 3]] output_shape [1, 4, 16, 1] : tensor<1x4x16xf32> into tensor<1x4x16x1xf32>
+  %sub = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x, %mx4 : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<1x4x16x16xf32>
+  %exp = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<1x4x16x16xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ex = math.exp %a : f32
+    linalg.yield %ex : f32
+  } -> tensor<1x4x16x16xf32>
+  %es = tensor.empty() : tensor<1x4x16x1xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<1x4x16x1xf32>) -> tensor<1x4x16x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id4, #row1], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<1x4x16x16xf32>) outs(%fs : tensor<1x4x16x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ad = arith.addf %a, %o : f32
+    linalg.yield %ad : f32
+  } -> tensor<1x4x16x1xf32>
+  %p = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %dv = arith.divf %a, %b : f32
+    linalg.yield %dv : f32
+  } -> tensor<1x4x16x16xf32>
+  %p3 = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<1x4x16x16xf32> into tensor<4x16x16xf32>
+  %e2 = tensor.empty() : tensor<4x16x8xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %out = linalg.batch_matmul ins(%p3, %v : tensor<4x16x16xf32>, tensor<4x16x8xf32>) outs(%z2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  return %out : tensor<4x16x8xf32>
+}
+
+// -----
+
+// GPT-2's causal mask (one [seq, seq] matrix added after scaling) becomes the mask operand,
+// broadcast over batch x heads.
+// REMARK: remark: inferx-fuse-attention: fused: attention with a mask, scale 0.353553
+// CHECK-LABEL: func.func @attention_causal_mask(
+// CHECK-SAME:    %[[MASK:[a-z0-9]+]]: tensor<16x16xf32>)
+// CHECK:         %[[M3:.+]] = linalg.generic {{.*}} ins(%[[MASK]] : tensor<16x16xf32>) outs(%{{.+}} : tensor<4x16x16xf32>)
+// CHECK:         iree_linalg_ext.attention <indexing_maps = [{{.+}}, {{.+}}, {{.+}}, {{.+}}, {{.+}}, {{.+}}]> ins({{.+}}, %[[M3]] :
+// CHECK-NOT:     math.exp
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#scalar = affine_map<(d0, d1, d2, d3) -> ()>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#row1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
+#mask = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+func.func @attention_causal_mask(%q: tensor<4x16x8xf32>, %kt: tensor<4x8x16xf32>, %v: tensor<4x16x8xf32>, %causal: tensor<16x16xf32>) -> tensor<4x16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant -3.40282347E+38 : f32
+  %c0 = arith.constant 0 : i64
+  %scale = arith.constant dense<0.353553385> : tensor<f32>
+  %e0 = tensor.empty() : tensor<4x16x16xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<4x16x8xf32>, tensor<4x8x16xf32>) outs(%z0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [1, 4, 16, 16] : tensor<4x16x16xf32> into tensor<1x4x16x16xf32>
+  %e1 = tensor.empty() : tensor<1x4x16x16xf32>
+  %x0 = linalg.generic {indexing_maps = [#id4, #scalar, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %scale : tensor<1x4x16x16xf32>, tensor<f32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x16x16xf32>
+  %xm = linalg.generic {indexing_maps = [#id4, #mask, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x0, %causal : tensor<1x4x16x16xf32>, tensor<16x16xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %ad = arith.addf %a, %b : f32
+    linalg.yield %ad : f32
+  } -> tensor<1x4x16x16xf32>
+  %em = tensor.empty() : tensor<1x4x16xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%em : tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  %ei = tensor.empty() : tensor<1x4x16xi64>
+  %fi = linalg.fill ins(%c0 : i64) outs(%ei : tensor<1x4x16xi64>) -> tensor<1x4x16xi64>
+  %mx:2 = linalg.generic {indexing_maps = [#id4, #row, #row], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%xm : tensor<1x4x16x16xf32>) outs(%fm, %fi : tensor<1x4x16xf32>, tensor<1x4x16xi64>) {
+  ^bb0(%a: f32, %o: f32, %oi: i64):
+    %i = linalg.index 3 : index
+    %ii = arith.index_cast %i : index to i64
+    %mm = arith.maximumf %a, %o : f32
+    %gt = arith.cmpf ogt, %a, %o : f32
+    %si = arith.select %gt, %ii, %oi : i64
+    linalg.yield %mm, %si : f32, i64
+  } -> (tensor<1x4x16xf32>, tensor<1x4x16xi64>)
+  %mx4 = tensor.expand_shape %mx#0 [[0], [1], [2, 3]] output_shape [1, 4, 16, 1] : tensor<1x4x16xf32> into tensor<1x4x16x1xf32>
+  %sub = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%xm, %mx4 : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<1x4x16x16xf32>
+  %exp = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<1x4x16x16xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ex = math.exp %a : f32
+    linalg.yield %ex : f32
+  } -> tensor<1x4x16x16xf32>
+  %es = tensor.empty() : tensor<1x4x16x1xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<1x4x16x1xf32>) -> tensor<1x4x16x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id4, #row1], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<1x4x16x16xf32>) outs(%fs : tensor<1x4x16x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ad = arith.addf %a, %o : f32
+    linalg.yield %ad : f32
+  } -> tensor<1x4x16x1xf32>
+  %p = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %dv = arith.divf %a, %b : f32
+    linalg.yield %dv : f32
+  } -> tensor<1x4x16x16xf32>
+  %p3 = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<1x4x16x16xf32> into tensor<4x16x16xf32>
+  %e2 = tensor.empty() : tensor<4x16x8xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %out = linalg.batch_matmul ins(%p3, %v : tensor<4x16x16xf32>, tensor<4x16x8xf32>) outs(%z2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  return %out : tensor<4x16x8xf32>
+}
+
+// -----
+
+// Dividing by sqrt(d) is scaling by 1/sqrt(d).
+// REMARK: remark: inferx-fuse-attention: fused: attention, scale 0.353553
+// CHECK-LABEL: func.func @attention_divided_by_sqrt_d(
+// CHECK:         arith.constant 0.353553
+// CHECK:         iree_linalg_ext.attention
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#scalar = affine_map<(d0, d1, d2, d3) -> ()>
+#row = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+#row1 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>
+#mask = affine_map<(d0, d1, d2, d3) -> (d2, d3)>
+func.func @attention_divided_by_sqrt_d(%q: tensor<4x16x8xf32>, %kt: tensor<4x8x16xf32>, %v: tensor<4x16x8xf32>) -> tensor<4x16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant -3.40282347E+38 : f32
+  %c0 = arith.constant 0 : i64
+  %scale = arith.constant dense<2.82842708> : tensor<f32>
+  %e0 = tensor.empty() : tensor<4x16x16xf32>
+  %z0 = linalg.fill ins(%zero : f32) outs(%e0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<4x16x8xf32>, tensor<4x8x16xf32>) outs(%z0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s4 = tensor.expand_shape %s [[0, 1], [2], [3]] output_shape [1, 4, 16, 16] : tensor<4x16x16xf32> into tensor<1x4x16x16xf32>
+  %e1 = tensor.empty() : tensor<1x4x16x16xf32>
+  %x = linalg.generic {indexing_maps = [#id4, #scalar, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %scale : tensor<1x4x16x16xf32>, tensor<f32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.divf %a, %b : f32
+    linalg.yield %m : f32
+  } -> tensor<1x4x16x16xf32>
+  %em = tensor.empty() : tensor<1x4x16xf32>
+  %fm = linalg.fill ins(%ninf : f32) outs(%em : tensor<1x4x16xf32>) -> tensor<1x4x16xf32>
+  %ei = tensor.empty() : tensor<1x4x16xi64>
+  %fi = linalg.fill ins(%c0 : i64) outs(%ei : tensor<1x4x16xi64>) -> tensor<1x4x16xi64>
+  %mx:2 = linalg.generic {indexing_maps = [#id4, #row, #row], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x : tensor<1x4x16x16xf32>) outs(%fm, %fi : tensor<1x4x16xf32>, tensor<1x4x16xi64>) {
+  ^bb0(%a: f32, %o: f32, %oi: i64):
+    %i = linalg.index 3 : index
+    %ii = arith.index_cast %i : index to i64
+    %mm = arith.maximumf %a, %o : f32
+    %gt = arith.cmpf ogt, %a, %o : f32
+    %si = arith.select %gt, %ii, %oi : i64
+    linalg.yield %mm, %si : f32, i64
+  } -> (tensor<1x4x16xf32>, tensor<1x4x16xi64>)
+  %mx4 = tensor.expand_shape %mx#0 [[0], [1], [2, 3]] output_shape [1, 4, 16, 1] : tensor<1x4x16xf32> into tensor<1x4x16x1xf32>
+  %sub = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x, %mx4 : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %d = arith.subf %a, %b : f32
+    linalg.yield %d : f32
+  } -> tensor<1x4x16x16xf32>
+  %exp = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<1x4x16x16xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ex = math.exp %a : f32
+    linalg.yield %ex : f32
+  } -> tensor<1x4x16x16xf32>
+  %es = tensor.empty() : tensor<1x4x16x1xf32>
+  %fs = linalg.fill ins(%zero : f32) outs(%es : tensor<1x4x16x1xf32>) -> tensor<1x4x16x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id4, #row1], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<1x4x16x16xf32>) outs(%fs : tensor<1x4x16x1xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %ad = arith.addf %a, %o : f32
+    linalg.yield %ad : f32
+  } -> tensor<1x4x16x1xf32>
+  %p = linalg.generic {indexing_maps = [#id4, #row1, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<1x4x16x16xf32>, tensor<1x4x16x1xf32>) outs(%e1 : tensor<1x4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %dv = arith.divf %a, %b : f32
+    linalg.yield %dv : f32
+  } -> tensor<1x4x16x16xf32>
+  %p3 = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<1x4x16x16xf32> into tensor<4x16x16xf32>
+  %e2 = tensor.empty() : tensor<4x16x8xf32>
+  %z2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %out = linalg.batch_matmul ins(%p3, %v : tensor<4x16x16xf32>, tensor<4x16x8xf32>) outs(%z2 : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  return %out : tensor<4x16x8xf32>
+}
