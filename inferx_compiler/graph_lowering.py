@@ -165,18 +165,9 @@ def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, st
 
 
 def has_convolutions(module_op) -> bool:
-    from torch_mlir import ir
+    from .passes.linalg_analysis import collect, is_convolution_op
 
-    found = []
-
-    def visit(op):
-        if op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_")):
-            found.append(op)
-            return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module_op.walk(visit)
-    return bool(found)
+    return bool(collect(module_op, is_convolution_op))
 
 
 def functions_flops(module_op) -> dict[str, int]:

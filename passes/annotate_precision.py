@@ -29,8 +29,7 @@ from torch_mlir import ir
 from inferx_compiler.dialects.inferx import PRECISION_ATTR
 
 from .base import ModulePass
-from .linalg_analysis import estimate_flops, is_contraction
-from .linalg_util import collect_ops
+from .linalg_analysis import collect, estimate_flops, is_contraction
 
 
 def _all_f32(op: ir.Operation) -> bool:
@@ -79,5 +78,5 @@ class AnnotatePrecision(ModulePass):
             raise ValueError(f"min-flops must be >= 0, got {self.min_flops}")
 
     def run(self, module) -> None:
-        for op in collect_ops(module, lambda o: o.name.startswith("linalg.")):
+        for op in collect(module, lambda o: o.name.startswith("linalg.")):
             annotate_contraction(op, self.precision, self.min_flops, self.convolutions)

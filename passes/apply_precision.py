@@ -27,8 +27,8 @@ from torch_mlir.dialects import arith, linalg
 from inferx_compiler.dialects.inferx import PRECISION_ATTR, PRECISIONS
 
 from .base import ModulePass, PassFailure
-from .linalg_analysis import inputs_and_init, is_contraction
-from .linalg_util import collect_ops, empty_like, parallel_generic
+from .linalg_analysis import collect, inputs_and_init, is_contraction
+from .linalg_util import empty_like, parallel_generic
 
 _LOW = {"f16": ir.F16Type, "bf16": ir.BF16Type}
 _MEMOIZED = "linalg.memoized_indexing_maps"  # cached by get_indexing_maps; not copied
@@ -106,7 +106,7 @@ class ApplyPrecision(ModulePass):
     summary: ClassVar[str] = "apply inferx.precision: f16/bf16 inputs, f32 accumulation"
 
     def run(self, module) -> None:
-        for op in collect_ops(module, lambda o: PRECISION_ATTR in o.attributes):
+        for op in collect(module, lambda o: PRECISION_ATTR in o.attributes):
             precision = read_precision(op)
             if precision not in _LOW or not _demotable(op):
                 continue

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .base import ModulePass, PassFailure
+from .linalg_analysis import collect, is_convolution_op
 from .remarks import remark
 
 WINOGRAD_ATTR = "__winograd_conv"
@@ -172,7 +173,7 @@ class ConvStrategy(ModulePass):
         from inferx_compiler.targets import get_target
 
         target = get_target(self.target)
-        for op in _convolutions(module):
+        for op in collect(module, is_convolution_op):
             if op.name not in HANDLED:
                 remark(self.name, op, f"declined: {op.name} (grouped, depthwise or another "
                                       f"layout) is left to IREE")
@@ -183,20 +184,6 @@ class ConvStrategy(ModulePass):
                 continue
             remark(self.name, op, f"{decision.strategy}: {decision.reason}")
             _apply(op, decision, target)  # may replace op
-
-
-def _convolutions(module) -> list:
-    from iree.compiler import ir
-
-    found = []
-
-    def visit(op):
-        if op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_")):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.walk(visit)
-    return found
 
 
 def _apply(op, decision: Decision, target) -> None:

@@ -31,6 +31,7 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from .base import ModulePass
+from .linalg_analysis import collect
 from .remarks import remark
 
 
@@ -243,20 +244,10 @@ class FuseAttention(ModulePass):
         get_target(self.target)
 
     def run(self, module) -> None:
-        from iree.compiler import ir
-
         from inferx_compiler.targets import get_target
 
         target = get_target(self.target)
-        matmuls = []
-
-        def visit(op):
-            if op.name == "linalg.batch_matmul":
-                matmuls.append(op)
-            return ir.WalkResult.ADVANCE
-
-        module.walk(visit)
-        for op in matmuls:
+        for op in collect(module, lambda o: o.name == "linalg.batch_matmul"):
             found, why = match(op)
             if found is None:
                 if why:

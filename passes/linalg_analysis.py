@@ -80,6 +80,25 @@ def is_contraction(op) -> bool:
     return structural and has_mul_add_body(op)
 
 
+def collect(root, predicate) -> list:
+    """Every op under `root` (pre-order) for which `predicate` holds; rewrite after collecting."""
+    ir, _ = _bindings(root)
+    found = []
+
+    def visit(op):
+        if predicate(op):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return found
+
+
+def is_convolution_op(op) -> bool:
+    """A linalg convolution by name (conv_*, depthwise_conv_*; not pooling)."""
+    return op.name.startswith(("linalg.conv_", "linalg.depthwise_conv_"))
+
+
 def inputs_and_init(op) -> tuple[list, object]:
     """DPS operands of a one-result structured op: (inputs, output init)."""
     operands = list(op.operands)

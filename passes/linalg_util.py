@@ -1,4 +1,5 @@
-"""Small IR helpers shared by the graph-level passes: find ops, build linalg.generic."""
+"""Small IR helpers shared by the graph-level passes: build tensor.empty and linalg.generic.
+(Finding ops: linalg_analysis.collect, for both MLIR worlds.)"""
 
 from __future__ import annotations
 
@@ -6,19 +7,6 @@ from typing import Callable, Sequence
 
 from torch_mlir import ir
 from torch_mlir.dialects import linalg, tensor
-
-
-def collect_ops(root, predicate: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
-    """Every op under `root` (pre-order) for which `predicate` holds; rewrite after collecting."""
-    found = []
-
-    def visit(op):
-        if predicate(op):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    root.walk(visit, ir.WalkOrder.PRE_ORDER)
-    return found
 
 
 def empty_like(value: ir.Value, element_type: ir.Type, loc) -> ir.Value:

@@ -32,7 +32,8 @@ from inferx_compiler.dialects.inferx import (
     PRECISION_ATTR, DequantizeOp, QuantizeOp, QuantScheme, read_scheme)
 
 from .base import ModulePass, PassFailure
-from .linalg_util import collect_ops, empty_like, parallel_generic
+from .linalg_analysis import collect
+from .linalg_util import empty_like, parallel_generic
 
 
 @dataclass(frozen=True)
@@ -189,8 +190,8 @@ class LowerInferXToLinalg(ModulePass):
     summary: ClassVar[str] = "lower the inferx dialect to linalg/arith before IREE"
 
     def run(self, module) -> None:
-        for op in collect_ops(module, lambda o: o.name.startswith("inferx.")):
+        for op in collect(module, lambda o: o.name.startswith("inferx.")):
             if not any(pattern(op.opview) for pattern in PATTERNS):
                 raise PassFailure(f"no lowering for '{op.name}'", op=op)
-        for op in collect_ops(module, lambda o: PRECISION_ATTR in o.attributes):
+        for op in collect(module, lambda o: PRECISION_ATTR in o.attributes):
             drop_precision_annotation(op)
