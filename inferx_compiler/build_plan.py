@@ -63,17 +63,22 @@ def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
 
 
 def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
-    return options.conv_algorithms != "none" and target.executable
+    return (options.conv_algorithms != "none" and target.executable
+            and options.runs("inferx-conv-strategy"))
 
 
 def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
     passes = []
+    if target.executable and options.runs("inferx-unbroadcast-matmul"):
+        passes.append("inferx-unbroadcast-matmul")
     if uses_conv_strategy(target, options):
         allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
         passes.append(f"inferx-conv-strategy{{target={target.name}{allowed}}}")
-    if options.fuse_attention != "off" and target.executable:
+    if options.fuse_attention != "off" and target.executable and options.runs("inferx-fuse-attention"):
         force = " force=true" if options.fuse_attention == "on" else ""
         passes.append(f"inferx-fuse-attention{{target={target.name}{force}}}")
+    if target.backend == "cuda" and options.runs("inferx-split-reduction"):
+        passes.append(f"inferx-split-reduction{{target={target.name}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
     return "builtin.module(" + ",".join(passes) + ")"
 

@@ -8,6 +8,10 @@ from typing import Optional
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
 PRECISIONS = ("fp32", "fp16", "bf16")
 ATTENTION_CHOICES = ("auto", "on", "off")
+# The rewriting passes a build may leave out (--disable-pass), to measure what each one is worth.
+# The others carry the model's meaning (import, precision, parameters, the output entry).
+OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
+                   "inferx-split-reduction")
 
 
 @dataclass(frozen=True)
@@ -25,3 +29,16 @@ class CompileOptions:
     tuning_candidate: int = 0  # build with the K-th rule candidate everywhere (what --tune measures)
     data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced
     keep_f64: bool = False  # set by the driver when the model computes in float64
+    disabled_passes: tuple[str, ...] = ()  # OPTIONAL_PASSES left out of this build
+
+    def __post_init__(self):
+        unknown = [p for p in self.disabled_passes if p not in OPTIONAL_PASSES]
+        if unknown:
+            from .errors import InferXError
+
+            raise InferXError(f"--disable-pass {', '.join(unknown)}: not a pass that can be left out; "
+                              f"valid: {', '.join(OPTIONAL_PASSES)}")
+
+    def runs(self, pass_name: str) -> bool:
+        """Whether an optional pass is part of this build (not disabled)."""
+        return pass_name not in self.disabled_passes

@@ -22,6 +22,8 @@ _PASSES = {
     "inferx-conv-strategy": "conv_strategy:ConvStrategy",
     "inferx-dispatch-config": "dispatch_config:DispatchConfig",
     "inferx-fuse-attention": "fuse_attention:FuseAttention",
+    "inferx-unbroadcast-matmul": "unbroadcast_matmul:UnbroadcastMatmul",
+    "inferx-split-reduction": "split_reduction:SplitReduction",
 }
 
 

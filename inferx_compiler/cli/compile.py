@@ -12,7 +12,7 @@ import time
 
 from inferx_compiler.build_plan import describe_pipeline, format_pipeline
 from inferx_compiler.driver import compile_onnx_file, write_result
-from inferx_compiler.options import ATTENTION_CHOICES, EMIT_CHOICES, PRECISIONS, CompileOptions
+from inferx_compiler.options import ATTENTION_CHOICES, EMIT_CHOICES, OPTIONAL_PASSES, PRECISIONS, CompileOptions
 from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.targets import all_targets, format_target_table, get_target
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fuse-attention", default="auto", choices=ATTENTION_CHOICES,
                    help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
                         "targets), on (any target), off")
+    p.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
+                   help="leave one of the optimizing passes out of the build (repeatable), to measure "
+                        f"what it is worth: {', '.join(OPTIONAL_PASSES)}")
     p.add_argument("--tune", action="store_true",
                    help="measure dispatch configurations on this machine (cpu target) and keep the "
                         "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "
@@ -91,7 +94,8 @@ def _work(args) -> int:
                              batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
                              conv_algorithms=_conv_algorithms(args.conv_algorithms),
-                             tuning_db=args.tuning_db, fuse_attention=args.fuse_attention)
+                             tuning_db=args.tuning_db, fuse_attention=args.fuse_attention,
+                             disabled_passes=tuple(args.disable_pass))
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))

@@ -54,7 +54,7 @@ from run import log, rel_l2  # noqa: E402  (the CPU harness's helpers; run.py tr
 
 TOL = {"fp32": 1e-4, "fp16": 2e-2}
 SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
-           "inferx-fp32", "inferx-fp16", "inferx-fp16-im2col"]
+           "inferx-fp32", "inferx-fp16", "inferx-fp16-before", "inferx-fp16-nosplit"]
 
 
 
@@ -554,6 +554,18 @@ def bench_model(name, entry, systems, work, rows, ceilings):
                 for s in order:
                     row_of[s][f"{key}best_peer"] = best["system"]
                     row_of[s][f"{key}x_best_peer"] = row_of[s][f"{key}median_ms"] / best[f"{key}median_ms"]
+        if ARGS.kernels:
+            from gpu_kernels import profile_kernels
+
+            for s in order:
+                try:
+                    row_of[s]["kernel_profile"] = profile_kernels(live[s].dev, ARGS.kernels)
+                except Exception as e:  # noqa: BLE001
+                    row_of[s]["kernel_profile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+                kp = row_of[s]["kernel_profile"]
+                if kp.get("kernels"):
+                    log(f"{name} b{batch}: {s:20s} {kp['kernels']:.0f} kernels/call, busy {kp['gpu_busy_ms']:.3f} ms, "
+                        f"span {kp['span_ms'] if kp['span_ms'] is None else round(kp['span_ms'], 3)} ms")
         if name.startswith("mlp") and batch == 1 and ceilings:
             for s in order:
                 wb = entry["weight_bytes"] * (0.5 if "16" in s else 1.0)
@@ -606,6 +618,9 @@ def write(doc, out):
             md += (f"| {r['model']} | {r['batch']} | {r['system']} | {r['cuda_graphs']} | {r.get('cuda_graphs_after_timing', '-')} "
                    f"| {r.get('cudagraph_replays_per_call', '-')} | {r.get('cudagraphs_recorded', '-')} | {med} "
                    f"| {str(r.get('cuda_graphs_reason', '')).replace('|', '/')[:300]} |\n")
+    import gpu_kernels
+
+    md += gpu_kernels.markdown(doc["rows"])
     if doc.get("notes"):
         md += "\n## Notes\n\n" + "\n".join(f"- {n}" for n in doc["notes"]) + "\n"
     with open(os.path.join(out, "results.md"), "w") as f:
@@ -628,8 +643,16 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--kernels", type=int, default=20,
+                   help="calls profiled per system for the per-kernel table (CUPTI); 0: none")
+    p.add_argument("--cuda-flags", default="",
+                   help="IREE CUDA driver flags for the whole run, e.g. '--cuda_use_streams=false' (CUDA graphs)")
     p.add_argument("--dry-run", action="store_true", help="no GPU: rebuild and verify the weights/artifacts only")
     ARGS = p.parse_args(argv)
+    if ARGS.cuda_flags:  # before any CUDA HAL driver exists: IREE reads them when it creates the driver
+        import iree.runtime as rt
+
+        rt.flags.parse_flags(*ARGS.cuda_flags.split())
     with open(os.path.join(ARGS.dir, "bench.json")) as f:
         bench = json.load(f)
     inferx_layout()
@@ -665,7 +688,7 @@ def main(argv=None) -> int:
            "machine": {"cpu": os.uname().nodename, "device": dev_name, "logical_cpus": os.cpu_count(), "threads": "-",
                        "versions": vers},
            "rounds": ARGS.rounds, "iters": ARGS.iters, "warmup": ARGS.warmup, "tolerances": TOL,
-           "ceilings": ceilings, "prepared": {k: bench[k] for k in ("target", "cuda_flags", "f16_flags")},
+           "ceilings": ceilings, "iree_cuda_flags": ARGS.cuda_flags, "prepared": {k: bench[k] for k in ("target", "cuda_flags", "f16_flags")},
            "rows": [], "notes": [], "complete": False}
     def flush():
         doc["elapsed_s"] = time.time() - t_start

@@ -48,9 +48,12 @@ F16_FLAGS = ["--iree-global-opt-demote-contraction-inputs-type=f16",
              "--iree-global-opt-demote-contraction-inputs-operations=all"]
 INFERX_PRECISIONS = ("fp32", "fp16")
 # Extra inferx builds measured beside the defaults: system name -> (precision, extra flags, models).
-# fp16-im2col: convolutions rewritten into im2col + matmul (inferx-conv-strategy), so they take
-# the f32-accumulating tensor-core matmul path instead of IREE's direct convolution code.
-INFERX_VARIANTS = {"inferx-fp16-im2col": ("fp16", ["--conv-algorithms", "matmul,im2col"], ("resnet50", "resnet_lite"))}
+# The same-run "before" of the passes: fp16-before leaves out inferx-split-reduction and
+# inferx-unbroadcast-matmul, fp16-nosplit only the split (so the two gains can be told apart).
+_BEFORE = ["--disable-pass", "inferx-split-reduction", "--disable-pass", "inferx-unbroadcast-matmul"]
+INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2", "resnet50", "mlp_lite",
+                                                            "bert_lite", "gpt2_lite", "resnet_lite")),
+                   "inferx-fp16-nosplit": ("fp16", _BEFORE[:2], ("bert", "gpt2", "bert_lite", "gpt2_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 

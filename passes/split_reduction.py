@@ -1,0 +1,206 @@
+"""inferx-split-reduction: split a matmul's reduction over more workgroups where its output is
+too small to fill the GPU (split-K).
+
+Runs in IREE's context before IREE's pipeline, on static `linalg.matmul` ops (the form the
+transformer projections take after inferx-unbroadcast-matmul, and convolutions after
+inferx-conv-strategy). IREE 3.13 gives each workgroup one output tile and runs the whole
+reduction in it, so a matmul with a small output and a long reduction keeps a few of the GPU's
+SMs busy for a long time. Measured on an H200 (2026-12-01, CUPTI kernel times): BERT-base's
+128x768 (K=3072) projection took 148 us in IREE's code against ~5 us in cuBLAS's split-K
+kernel; ResNet-50's 512x49 (K=4608) convolution matmul 119 us.
+
+For such a matmul `y[M, N] (+)= a[M, K] b[K, N]` the pass writes
+
+    p[s, M, N] = sum_k a[M, s, k] b[s, k, N]          (a, b only reshaped: K = S x K/S)
+    y[M, N]   (+)= sum_s p[s, M, N]
+
+two dispatches: a batched contraction with S times the workgroups, and a small reduction that
+takes the matmul's epilogue (bias, activation, truncation) as IREE fuses it there. Products are
+accumulated in the matmul's accumulator type (f32 for f16/bf16 inputs), so the numbers only move
+by the reassociation of the sum.
+
+The rule, from the target record: with T = ceil(M/64) x ceil(N/64) output tiles (the MMA tile
+IREE picks for these shapes), S is the largest power of two <= `max-split` with T x S <= 3 x the
+target's SMs, K divisible by S and K/S >= `min-chunk`. It was fitted on an H200 sweep of eight
+projection and convolution shapes x S = 1..16 (tools/bench/gpu_split_sweep.py,
+docs/bench/2026-12-01-h200-split/), where on each shape it picks the fastest S measured:
+kernel time 56.6 -> 9.4 us on 128x768 K=3072, 69.9 -> 14.2 us on 512x49 K=4608, 52.1 -> 31.7 us
+on 64x4096 K=4096, 61.7 -> 44.3 us on 1024x768 K=3072 (fitted on those shapes; the model
+benchmarks are the check). Declined, with a remark: CPU targets (their cores are
+few and IREE's CPU tiles split the output fine), f32 inputs (IREE's SIMT path, other tiles;
+not measured), dynamic shapes, matrix-vector shapes (M or N
+below 16, which IREE runs as a warp reduction), and outputs that already fill the GPU.
+
+`split=N` forces S = N on every static matmul whose K it divides (measurement and tests).
+Spelled `inferx-split-reduction{target=h200 max-split=16 min-chunk=128 split=0}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar, Optional
+
+from .base import ModulePass
+from .linalg_analysis import collect
+from .remarks import remark
+
+TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 64] with mma.sync)
+WAVES = 3  # tiles x S up to three per SM: the best split in the sweep for every shape measured
+MIN_PARALLEL = 16
+TENSOR_CORE_INPUTS = ("f16", "bf16")  # the mma.sync path the sweep measured
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    factor: Optional[int]  # None: declined
+    reason: str
+
+
+def decide(m: int, n: int, k: int, sms: int, max_split: int, min_chunk: int) -> Split:
+    """The split-K factor for an M x N x K matmul on a GPU with `sms` SMs: the largest power of
+    two S <= max_split with tiles x S <= WAVES x sms, K divisible by S and K/S >= min_chunk."""
+    if min(m, n) < MIN_PARALLEL:
+        return Split(None, f"{m}x{n} output: a matrix-vector shape, IREE's warp reduction handles it")
+    tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
+    if tiles * 2 > WAVES * sms:
+        return Split(None, f"{m}x{n} output is {tiles} tiles: it fills the {sms} SMs")
+    factor = 1
+    while (factor * 2 <= max_split and k % (factor * 2) == 0 and k // (factor * 2) >= min_chunk
+           and tiles * factor * 2 <= WAVES * sms):
+        factor *= 2
+    if factor == 1:
+        return Split(None, f"reduction {k} has no power-of-two split with chunks >= {min_chunk}")
+    return Split(factor, f"{m}x{n} output is {tiles} tiles for {sms} SMs: reduction {k} split {factor} ways")
+
+
+def matmul_shape(op) -> Optional[tuple[int, int, int]]:
+    """(M, N, K) of a static linalg.matmul with default indexing maps, else None."""
+    from iree.compiler import ir
+
+    a, b = op.operands[0].type, op.operands[1].type
+    if not (a.has_static_shape and b.has_static_shape):
+        return None
+    if "indexing_maps" in op.attributes:
+        d = [ir.AffineDimExpr.get(i) for i in range(3)]
+        want = [ir.AffineMap.get(3, 0, e) for e in ([d[0], d[2]], [d[2], d[1]], [d[0], d[1]])]
+        maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(op.attributes["indexing_maps"])]
+        if maps != want:
+            return None
+    return a.shape[0], b.shape[1], a.shape[1]
+
+
+def _generic(inputs, init, maps, iterators, body):
+    """A linalg.generic over `inputs` into `init`; `body(block)` returns the value to yield."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    generic = linalg.GenericOp([init.type], inputs, [init],
+                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                               ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>")
+                                                 for i in iterators]))
+    block = generic.regions[0].blocks.append(*[v.type.element_type for v in (*inputs, init)])
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(block)])
+    return generic.results[0]
+
+
+def _widen(value, to_type):
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    if value.type == to_type:
+        return value
+    if isinstance(value.type, ir.FloatType):
+        return arith.extf(to_type, value)
+    return arith.extsi(to_type, value)
+
+
+def rewrite(op, factor: int) -> None:
+    """matmul(a, b) into y -> reduce_s(contract(a[M,S,K/S], b[S,K/S,N])) added into y."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    a, b, init = op.operands
+    m, n, k = matmul_shape(op)
+    chunk = k // factor
+    acc_t = init.type.element_type
+    is_float = isinstance(acc_t, ir.FloatType)
+    with ir.InsertionPoint(op), op.location:
+        a3 = tensor.ExpandShapeOp(ir.RankedTensorType.get([m, factor, chunk], a.type.element_type), a,
+                                  [[0], [1, 2]], [], [m, factor, chunk]).result
+        b3 = tensor.ExpandShapeOp(ir.RankedTensorType.get([factor, chunk, n], b.type.element_type), b,
+                                  [[0, 1], [2]], [], [factor, chunk, n]).result
+        zero = arith.ConstantOp(acc_t, ir.FloatAttr.get(acc_t, 0.0) if is_float else ir.IntegerAttr.get(acc_t, 0))
+        partial0 = linalg.fill(zero.result, outs=[tensor.EmptyOp([factor, m, n], acc_t).result])
+        s, i, j, r = (ir.AffineDimExpr.get(x) for x in range(4))
+        maps = [ir.AffineMap.get(4, 0, e) for e in ([i, s, r], [s, r, j], [s, i, j])]
+
+        def multiply_add(block):
+            x, y, acc = (_widen(v, acc_t) if v.type != acc_t else v for v in block.arguments)
+            product = arith.mulf(x, y) if is_float else arith.muli(x, y)
+            return arith.addf(acc, product) if is_float else arith.addi(acc, product)
+
+        partial = _generic([a3, b3], partial0, maps, ["parallel"] * 3 + ["reduction"], multiply_add)
+        i2, j2, s2 = (ir.AffineDimExpr.get(x) for x in range(3))
+        sum_maps = [ir.AffineMap.get(3, 0, [s2, i2, j2]), ir.AffineMap.get(3, 0, [i2, j2])]
+
+        def add(block):
+            p, acc = block.arguments
+            return arith.addf(acc, p) if is_float else arith.addi(acc, p)
+
+        out = _generic([partial], init, sum_maps, ["parallel", "parallel", "reduction"], add)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitReduction(ModulePass):
+    """Split-K for GPU matmuls whose output is too small to occupy the SMs."""
+
+    name: ClassVar[str] = "inferx-split-reduction"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "split-K for GPU matmuls with a small output and a long reduction"
+
+    target: str = "cpu"
+    max_split: int = 16
+    min_chunk: int = 128
+    split: int = 0
+
+    def __post_init__(self):
+        from inferx_compiler.targets import get_target
+
+        get_target(self.target)
+        if self.max_split < 2:
+            raise ValueError(f"max-split must be >= 2, got {self.max_split}")
+        if self.min_chunk < 16:
+            raise ValueError(f"min-chunk must be >= 16, got {self.min_chunk}")
+        if self.split < 0 or self.split == 1:
+            raise ValueError(f"split must be 0 (the rule) or >= 2, got {self.split}")
+
+    def run(self, module) -> None:
+        from inferx_compiler.targets import get_target
+
+        target = get_target(self.target)
+        for op in collect(module, lambda o: o.name == "linalg.matmul"):
+            shape = matmul_shape(op)
+            if shape is None:
+                remark(self.name, op, "declined: dynamic shape or transposing indexing maps")
+                continue
+            decision = self._decide(target, str(op.operands[0].type.element_type), *shape)
+            remark(self.name, op, ("split: " if decision.factor else "declined: ") + decision.reason)
+            if decision.factor:
+                with op.context:
+                    rewrite(op, decision.factor)
+
+    def _decide(self, target, element_type: str, m: int, n: int, k: int) -> Split:
+        if self.split:
+            if k % self.split:
+                return Split(None, f"reduction {k} is not divisible by split={self.split}")
+            return Split(self.split, f"split={self.split} forced")
+        if target.backend != "cuda":
+            return Split(None, f"target '{target.name}' ({target.backend}): split-K is for GPUs")
+        if element_type not in TENSOR_CORE_INPUTS:
+            return Split(None, f"{element_type} inputs: IREE's SIMT matmul path, whose tiles the rule "
+                               f"was not measured on")
+        return decide(m, n, k, target.cores or 1, self.max_split, self.min_chunk)
