@@ -26,6 +26,8 @@ Two timings per system, interleaved in the same rounds:
        does; for GPT-2 this includes copying 25.7 MB of logits per sample.
 Also measured once: device-to-device copy bandwidth (bytes read + written) and the bf16 GEMM rate
 (8192^3); every batch-1 MLP row gets its bandwidth floor = weight bytes / copy bandwidth.
+After timing, each system's calls are profiled through CUPTI (gpu_kernels.py, --kernels N calls):
+kernels per call, kernel busy time, the call's GPU span and the top kernels (IREE's by dispatch).
 Writes OUT/results.json (every sample), OUT/results.md, OUT/chart.png; after each model, so a
 run cut short still leaves what it measured.
 """
