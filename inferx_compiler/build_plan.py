@@ -59,6 +59,8 @@ def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
         config += f" tuning-db={BUILD_DIR}/{TUNING_DB_FILE}"
     if options.tuning_candidate:
         config += f" candidate={options.tuning_candidate}"
+    if not options.runs("inferx-dispatch-config"):
+        return "builtin.module(inferx-dispatch-report)"
     return f"builtin.module(inferx-dispatch-report,inferx-dispatch-config{{{config}}})"
 
 

@@ -11,7 +11,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # The rewriting passes a build may leave out (--disable-pass), to measure what each one is worth.
 # The others carry the model's meaning (import, precision, parameters, the output entry).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
-                   "inferx-split-reduction")
+                   "inferx-split-reduction", "inferx-dispatch-config")
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,11 @@ class CompileOptions:
 
             raise InferXError(f"--disable-pass {', '.join(unknown)}: not a pass that can be left out; "
                               f"valid: {', '.join(OPTIONAL_PASSES)}")
+        if self.tuning_db and not self.runs("inferx-dispatch-config"):
+            from .errors import InferXError
+
+            raise InferXError("--tuning-db/--tune apply configurations through inferx-dispatch-config, "
+                              "which --disable-pass leaves out; drop one of them")
 
     def runs(self, pass_name: str) -> bool:
         """Whether an optional pass is part of this build (not disabled)."""

@@ -9,6 +9,8 @@ extents, iterator types, indexing maps, element types, and the ops fused with it
              is attached to the root op as `compilation_info`, which IREE's codegen honours;
   candidate  `candidate=K` (what --tune builds with) attaches the K-th configuration that the
              target-width rules (`cpu_configs.py`) propose for this root, if it has one;
+  rule       CUDA targets: a rule whose configuration was measured faster than IREE's on the
+             device for a whole class of roots (`cuda_configs.py`: window copies);
   IREE       otherwise IREE chooses, exactly as without this pass (also when the database
              measured IREE's own choice fastest).
 
@@ -18,9 +20,9 @@ measurement says which wins. The choice and its source are written on the execut
 (`inferx.config = {source, signature, config}`) for the build report and `--explain`.
 Declined (IREE's choice): data-tiled ops (their inner tiles are the microkernel's), IREE's own
 executables (initializers, encodings), dynamic loops, named ops and pipelines the rules do not
-model, non-CPU targets (for now).
+model. `rules=false` leaves the CUDA rules out (to measure them).
 
-Spelled `inferx-dispatch-config{target=cpu tuning-db= candidate=0}`.
+Spelled `inferx-dispatch-config{target=cpu tuning-db= candidate=0 rules=true}`.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class DispatchConfig(ModulePass):
     target: str = "cpu"
     tuning_db: str = ""
     candidate: int = 0
+    rules: bool = True
 
     def __post_init__(self):
         from inferx_compiler.targets import get_target
@@ -92,6 +95,13 @@ class DispatchConfig(ModulePass):
             sig = signature(root, ops)
             offered = cpu_configs.candidates(root, target, executable) if target.backend == "llvm-cpu" else []
             source, config = self._choose(db, key, sig, offered, root)
+            if config is None and self.rules and target.backend == "cuda":
+                from . import cuda_configs
+
+                config = cuda_configs.rule(root)
+                if config is not None:
+                    source = "rule"
+                    remark(self.name, root, "rule: window copy, whole rows per workgroup")
             with module.context:
                 if config is not None:
                     try:

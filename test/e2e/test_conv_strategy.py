@@ -78,3 +78,24 @@ def test_bad_conv_algorithms_flag(tmp_path, capfd):
     path = save(conv_zoo(), tmp_path / "z.onnx")
     assert compile_main([path, "--target", "cpu", "--conv-algorithms", "fft", "-o", str(tmp_path / "z.ixa")]) != 0
     assert "--conv-algorithms: unknown algorithm(s) fft" in capfd.readouterr().err
+
+
+def test_cuda_window_copies_get_the_rule_configuration(tmp_path):
+    """On a CUDA target at fp16 the im2col copies get inferx-dispatch-config's window-copy rule
+    (whole rows per workgroup; IREE's own is 32 threads over a 4x8 tile), the matmuls keep IREE's;
+    `--disable-pass inferx-dispatch-config` leaves every dispatch to IREE. The numbers are checked
+    on the H200 (tools/bench/gpu.py, ResNet-50 against onnxruntime before timing)."""
+    onnx_path = save(conv_zoo(), tmp_path / "conv_zoo.onnx")
+    sources = {}
+    for name, extra in (("rule", []), ("off", ["--disable-pass", "inferx-dispatch-config"])):
+        report = tmp_path / f"{name}.json"
+        assert compile_main([onnx_path, "--target", "h200", "--precision", "fp16", "--batch-sizes", "2",
+                             "--no-measure", "--report", str(report), "-o", str(tmp_path / f"{name}.ixa"), "-q",
+                             *extra]) == 0
+        dispatches = json.loads(report.read_text())["dispatches"]
+        sources[name] = {d["dispatch"]: (d.get("config_source", "IREE"), d["root"], d["kind"]) for d in dispatches}
+    ruled = [k for k, (src, _, _) in sources["rule"].items() if src == "rule"]
+    assert ruled, sources["rule"]
+    assert all(sources["rule"][k][1] == "linalg.generic" for k in ruled)
+    assert all(src == "IREE" for src, _, kind in sources["rule"].values() if kind == "contraction")
+    assert all(src != "rule" for src, _, _ in sources["off"].values())

@@ -53,7 +53,10 @@ INFERX_PRECISIONS = ("fp32", "fp16")
 _BEFORE = ["--disable-pass", "inferx-split-reduction", "--disable-pass", "inferx-unbroadcast-matmul"]
 INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2", "resnet50", "mlp_lite",
                                                             "bert_lite", "gpt2_lite", "resnet_lite")),
-                   "inferx-fp16-nosplit": ("fp16", _BEFORE[:2], ("bert", "gpt2", "bert_lite", "gpt2_lite"))}
+                   "inferx-fp16-nosplit": ("fp16", _BEFORE[:2], ("bert", "gpt2", "bert_lite", "gpt2_lite")),
+                   # the CUDA configuration rules (window copies) left out
+                   "inferx-fp16-norule": ("fp16", ["--disable-pass", "inferx-dispatch-config"],
+                                          ("resnet50", "resnet_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 
