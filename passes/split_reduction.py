@@ -21,7 +21,7 @@ by the reassociation of the sum.
 
 The rule, from the target record: with T = ceil(M/64) x ceil(N/64) output tiles (the MMA tile
 IREE picks for these shapes), S is the largest power of two <= `max-split` with T x S <= 3 x the
-target's SMs, K divisible by S and K/S >= `min-chunk`. It was fitted on an H200 sweep of eight
+target's SMs, K divisible by S and K/S >= `min-chunk` (>= 1024 when T alone fills the SMs). It was fitted on an H200 sweep of eight
 projection and convolution shapes x S = 1..16 (tools/bench/gpu_split_sweep.py,
 docs/bench/2026-12-01-h200-split/), where on each shape it picks the fastest S measured:
 kernel time 56.6 -> 9.4 us on 128x768 K=3072, 69.9 -> 14.2 us on 512x49 K=4608, 52.1 -> 31.7 us
@@ -49,6 +49,10 @@ TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 
 WAVES = 3  # tiles x S up to three per SM: the best split in the sweep for every shape measured
 MIN_PARALLEL = 16
 TENSOR_CORE_INPUTS = ("f16", "bf16")  # the mma.sync path the sweep measured
+# An output of at least one tile per SM is split only into chunks this long: BERT b8's 1024x768
+# K=768 projections split 2 ways took as long as unsplit (12.4 us + a 7.5 us reduction against
+# 19 us + its epilogue, H200 CUPTI tables, docs/bench/2026-12-01-h200-passes/), 48 more kernels.
+FULL_WAVE_MIN_CHUNK = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +69,8 @@ def decide(m: int, n: int, k: int, sms: int, max_split: int, min_chunk: int) -> 
     tiles = math.ceil(m / TILE) * math.ceil(n / TILE)
     if tiles * 2 > WAVES * sms:
         return Split(None, f"{m}x{n} output is {tiles} tiles: it fills the {sms} SMs")
+    if tiles >= sms:  # one full wave already: only a long reduction pays for the extra kernel
+        min_chunk = max(min_chunk, FULL_WAVE_MIN_CHUNK)
     factor = 1
     while (factor * 2 <= max_split and k % (factor * 2) == 0 and k // (factor * 2) >= min_chunk
            and tiles * factor * 2 <= WAVES * sms):

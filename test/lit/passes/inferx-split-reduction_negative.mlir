@@ -69,3 +69,15 @@ func.func @ffn_down(%x: tensor<128x3072xf16>, %w: tensor<3072x768xf16>, %init: t
   %y = linalg.matmul ins(%x, %w : tensor<128x3072xf16>, tensor<3072x768xf16>) outs(%init : tensor<128x768xf32>) -> tensor<128x768xf32>
   return %y : tensor<128x768xf32>
 }
+
+// -----
+
+// An output that fills one wave (1024x768: 192 tiles for 132 SMs) with a short reduction: a
+// 2-way split would cost as much as it saves (BERT b8's projections), so it needs chunks >= 1024.
+// CHECK-LABEL: func.func @full_wave_short_reduction(
+// CHECK:         linalg.matmul
+func.func @full_wave_short_reduction(%x: tensor<1024x768xf16>, %w: tensor<768x768xf16>, %init: tensor<1024x768xf32>) -> tensor<1024x768xf32> {
+  // expected-remark @+1 {{inferx-split-reduction: declined: reduction 768 has no power-of-two split with chunks >= 1024}}
+  %y = linalg.matmul ins(%x, %w : tensor<1024x768xf16>, tensor<768x768xf16>) outs(%init : tensor<1024x768xf32>) -> tensor<1024x768xf32>
+  return %y : tensor<1024x768xf32>
+}
