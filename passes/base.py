@@ -89,3 +89,19 @@ def _convert(pass_name: str, key: str, text: str, hint) -> object:
             f"pass '{pass_name}': option '{key}' expects {hint.__name__}, got '{text}'"
         ) from None
     return text
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetedPass(ModulePass):
+    """A pass that decides from a target record: its first option is `target` (a name from the
+    target table, checked when the pass is spelled; an unknown one lists the valid names)."""
+
+    target: str = "cpu"
+
+    def __post_init__(self):
+        self.target_record()
+
+    def target_record(self):
+        from inferx_compiler.targets import get_target
+
+        return get_target(self.target)

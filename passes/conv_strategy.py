@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .base import ModulePass, PassFailure
+from .base import PassFailure, TargetedPass
 from .linalg_analysis import collect, is_convolution_op
 from .remarks import remark
 
@@ -141,21 +141,18 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
 
 
 @dataclass(frozen=True)
-class ConvStrategy(ModulePass):
+class ConvStrategy(TargetedPass):
     """Chooses matmul / Winograd / im2col per convolution from shape and target."""
 
     name: ClassVar[str] = "inferx-conv-strategy"
     level: ClassVar[str] = "iree"
     summary: ClassVar[str] = "choose each convolution's algorithm (1x1 matmul, Winograd, im2col)"
 
-    target: str = "cpu"
     winograd_min_channels: int = 64
     algorithms: str = "auto"
 
     def __post_init__(self):
-        from inferx_compiler.targets import get_target
-
-        get_target(self.target)  # an unknown name lists the valid ones
+        super().__post_init__()
         if self.winograd_min_channels < 1:
             raise ValueError(f"winograd-min-channels must be >= 1, got {self.winograd_min_channels}")
         unknown = [a for a in self.allowed() or () if a not in ALGORITHMS]
@@ -170,9 +167,7 @@ class ConvStrategy(ModulePass):
         return tuple(a for a in self.algorithms.split(",") if a)
 
     def run(self, module) -> None:
-        from inferx_compiler.targets import get_target
-
-        target = get_target(self.target)
+        target = self.target_record()
         for op in collect(module, is_convolution_op):
             if op.name not in HANDLED:
                 remark(self.name, op, f"declined: {op.name} (grouped, depthwise or another "

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .base import ModulePass, PassFailure
+from .base import PassFailure, TargetedPass
 from .dispatch_report import executables, root_op, structured_ops
 from .remarks import remark
 
@@ -59,20 +59,17 @@ def _internal(executable) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class DispatchConfig(ModulePass):
+class DispatchConfig(TargetedPass):
     name: ClassVar[str] = "inferx-dispatch-config"
     level: ClassVar[str] = "iree"
     summary: ClassVar[str] = "attach measured (tuned) lowering configurations to dispatch roots"
 
-    target: str = "cpu"
     tuning_db: str = ""
     candidate: int = 0
     rules: bool = True
 
     def __post_init__(self):
-        from inferx_compiler.targets import get_target
-
-        get_target(self.target)
+        super().__post_init__()
         if self.candidate < 0:
             raise ValueError(f"candidate must be >= 0, got {self.candidate}")
 
@@ -80,11 +77,10 @@ class DispatchConfig(ModulePass):
         from iree.compiler import ir
 
         from inferx_compiler import tuning_db
-        from inferx_compiler.targets import get_target
 
         from . import cpu_configs
 
-        target = get_target(self.target)
+        target = self.target_record()
         db = tuning_db.load(self.tuning_db) if self.tuning_db else tuning_db.empty()
         key = tuning_db.target_key(target)
         for executable in executables(module):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Optional
 
-from .base import ModulePass
+from .base import TargetedPass
 from .linalg_analysis import collect
 from .remarks import remark
 
@@ -228,25 +228,17 @@ def rewrite(found: Attention) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class FuseAttention(ModulePass):
+class FuseAttention(TargetedPass):
     """Rewrites scaled dot-product attention chains into IREE's fused attention op (GPU targets)."""
 
     name: ClassVar[str] = "inferx-fuse-attention"
     level: ClassVar[str] = "iree"
     summary: ClassVar[str] = "matmul-scale-softmax-matmul chains -> iree_linalg_ext.attention (GPU targets)"
 
-    target: str = "cpu"
     force: bool = False
 
-    def __post_init__(self):
-        from inferx_compiler.targets import get_target
-
-        get_target(self.target)
-
     def run(self, module) -> None:
-        from inferx_compiler.targets import get_target
-
-        target = get_target(self.target)
+        target = self.target_record()
         for op in collect(module, lambda o: o.name == "linalg.batch_matmul"):
             found, why = match(op)
             if found is None:

@@ -41,7 +41,7 @@ import dataclasses
 import math
 from typing import ClassVar, Optional
 
-from .base import ModulePass
+from .base import TargetedPass
 from .linalg_analysis import collect
 from .remarks import remark
 
@@ -161,22 +161,19 @@ def rewrite(op, factor: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class SplitReduction(ModulePass):
+class SplitReduction(TargetedPass):
     """Split-K for GPU matmuls whose output is too small to occupy the SMs."""
 
     name: ClassVar[str] = "inferx-split-reduction"
     level: ClassVar[str] = "iree"
     summary: ClassVar[str] = "split-K for GPU matmuls with a small output and a long reduction"
 
-    target: str = "cpu"
     max_split: int = 16
     min_chunk: int = 128
     split: int = 0
 
     def __post_init__(self):
-        from inferx_compiler.targets import get_target
-
-        get_target(self.target)
+        super().__post_init__()
         if self.max_split < 2:
             raise ValueError(f"max-split must be >= 2, got {self.max_split}")
         if self.min_chunk < 16:
@@ -185,9 +182,7 @@ class SplitReduction(ModulePass):
             raise ValueError(f"split must be 0 (the rule) or >= 2, got {self.split}")
 
     def run(self, module) -> None:
-        from inferx_compiler.targets import get_target
-
-        target = get_target(self.target)
+        target = self.target_record()
         for op in collect(module, lambda o: o.name == "linalg.matmul"):
             shape = matmul_shape(op)
             if shape is None:
