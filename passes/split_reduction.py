@@ -26,9 +26,10 @@ projection and convolution shapes x S = 1..16 (tools/bench/gpu_split_sweep.py,
 docs/bench/2026-12-01-h200-split/), where on each shape it picks the fastest S measured:
 kernel time 56.6 -> 9.4 us on 128x768 K=3072, 69.9 -> 14.2 us on 512x49 K=4608, 52.1 -> 31.7 us
 on 64x4096 K=4096, 61.7 -> 44.3 us on 1024x768 K=3072 (fitted on those shapes; the model
-benchmarks are the check). Declined, with a remark: CPU targets (their cores are
-few and IREE's CPU tiles split the output fine), f32 inputs (IREE's SIMT path, other tiles;
-not measured), dynamic shapes, matrix-vector shapes (M or N
+benchmarks are the check). The same rule on f32 inputs (IREE's SIMT path, no tensor cores) was
+checked with a second sweep (`--dtype f32`): every pick faster than IREE's own kernel, 1.3x to
+17x. Declined, with a remark: CPU targets (their cores are few and IREE's CPU tiles split the
+output fine), integer inputs (not measured), dynamic shapes, matrix-vector shapes (M or N
 below 16, which IREE runs as a warp reduction), and outputs that already fill the GPU.
 
 `split=N` forces S = N on every static matmul whose K it divides (measurement and tests).
@@ -48,7 +49,9 @@ from .remarks import remark
 TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 64] with mma.sync)
 WAVES = 3  # tiles x S up to three per SM: the best split in the sweep for every shape measured
 MIN_PARALLEL = 16
-TENSOR_CORE_INPUTS = ("f16", "bf16")  # the mma.sync path the sweep measured
+# Input types the sweeps measured: f16/bf16 (IREE's mma.sync path) and f32 (its SIMT path, whose
+# kernels the rule's splits sped up 1.3-17x on the same shapes: docs/bench/2026-12-01-h200-split-f32/).
+MEASURED_INPUTS = ("f16", "bf16", "f32")
 # An output of at least one tile per SM is split only into chunks this long: BERT b8's 1024x768
 # K=768 projections split 2 ways took as long as unsplit (12.4 us + a 7.5 us reduction against
 # 19 us + its epilogue, H200 CUPTI tables, docs/bench/2026-12-01-h200-passes/), 48 more kernels.
@@ -201,7 +204,6 @@ class SplitReduction(TargetedPass):
             return Split(self.split, f"split={self.split} forced")
         if target.backend != "cuda":
             return Split(None, f"target '{target.name}' ({target.backend}): split-K is for GPUs")
-        if element_type not in TENSOR_CORE_INPUTS:
-            return Split(None, f"{element_type} inputs: IREE's SIMT matmul path, whose tiles the rule "
-                               f"was not measured on")
+        if element_type not in MEASURED_INPUTS:
+            return Split(None, f"{element_type} inputs: the rule was measured on f16, bf16 and f32 only")
         return decide(m, n, k, target.cores or 1, self.max_split, self.min_chunk)

@@ -85,11 +85,11 @@ def test_disable_pass_rejects_a_pass_that_cannot_be_left_out(tmp_path, capfd):
 
 
 MATMUL = """
-func.func @main(%a: tensor<{m}x{k}xf16>, %b: tensor<{k}x{n}xf16>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
+func.func @main(%a: tensor<{m}x{k}x{t}>, %b: tensor<{k}x{n}x{t}>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf32> {{
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<{m}x{n}xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf16>, tensor<{k}x{n}xf16>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{t}>, tensor<{k}x{n}x{t}>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
   %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
                        iterator_types = ["parallel", "parallel"]}}
        ins(%p, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e : tensor<{m}x{n}xf32>) {{
@@ -113,11 +113,12 @@ def _run_on_cpu(mlir_path: str, inputs: list) -> np.ndarray:
     return np.asarray(ctx.modules.module["main"](*inputs).to_host())
 
 
-@pytest.mark.parametrize("m, n, k, split", [(64, 48, 1024, 8), (8, 32, 768, 4)])
-def test_split_reduction_numbers(tmp_path, m, n, k, split):
+@pytest.mark.parametrize("m, n, k, split, dtype", [(64, 48, 1024, 8, "f16"), (8, 32, 768, 4, "f16"),
+                                                   (64, 48, 1024, 16, "f32")])
+def test_split_reduction_numbers(tmp_path, m, n, k, split, dtype):
     """The split matmul (+ bias epilogue) against float64 numpy, next to the unsplit one."""
     src = tmp_path / "mm.mlir"
-    src.write_text(MATMUL.format(m=m, n=n, k=k))
+    src.write_text(MATMUL.format(m=m, n=n, k=k, t=dtype))
     split_path = tmp_path / "mm_split.mlir"
     subprocess.run(python_entry("inferx_compiler.cli.opt") + [
         str(src), f"--pass-pipeline=builtin.module(inferx-split-reduction{{split={split}}})", "-o", str(split_path)],
@@ -125,8 +126,8 @@ def test_split_reduction_numbers(tmp_path, m, n, k, split):
     text = split_path.read_text()
     assert "linalg.matmul" not in text and f"tensor<{split}x{m}x{n}xf32>" in text
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((m, k)).astype(np.float16)
-    b = rng.standard_normal((k, n)).astype(np.float16)
+    a = rng.standard_normal((m, k)).astype(dtype.replace("f", "float"))
+    b = rng.standard_normal((k, n)).astype(dtype.replace("f", "float"))
     bias = rng.standard_normal(n).astype(np.float32)
     expected = a.astype(np.float64) @ b.astype(np.float64) + bias
     plain, split_out = _run_on_cpu(str(src), [a, b, bias]), _run_on_cpu(str(split_path), [a, b, bias])

@@ -5,7 +5,7 @@
     # on the GPU host (iree-base-runtime + torch for CUPTI):
     python tools/bench/gpu_split_sweep.py run build/split-sweep --out $OUT
 
-Each matmul is f16 x f16 -> f32 plus a bias, truncated to f16 (a transformer projection's or an
+Each matmul is f16 x f16 -> f32 plus a bias, truncated to f16 (`--dtype f32`: f32 throughout) (a transformer projection's or an
 im2col convolution's dispatch at --precision fp16). Split 1 is IREE's own code; split S is the
 module rewritten by `inferx-split-reduction{split=S}`; `rule` marks the factor the pass chooses by
 itself for the target. Timing: CUPTI kernel time per call (tools/bench/gpu_kernels.py), median
@@ -39,28 +39,30 @@ SHAPES = [
 SPLITS = (1, 2, 4, 8, 16)
 
 
-def module_text(m: int, n: int, k: int) -> str:
+def module_text(m: int, n: int, k: int, dtype: str = "f16") -> str:
+    """matmul (+ bias) with `dtype` inputs and output, f32 accumulation."""
+    out_cast = "%t = arith.truncf %s : f32 to f16" if dtype == "f16" else "%t = arith.addf %s, %z : f32"
     return f"""
-func.func @main(%a: tensor<{m}x{k}xf16>, %b: tensor<{k}x{n}xf16>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}xf16> {{
+func.func @main(%a: tensor<{m}x{k}x{dtype}>, %b: tensor<{k}x{n}x{dtype}>, %bias: tensor<{n}xf32>) -> tensor<{m}x{n}x{dtype}> {{
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<{m}x{n}xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}xf16>, tensor<{k}x{n}xf16>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
-  %e2 = tensor.empty() : tensor<{m}x{n}xf16>
+  %p = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{dtype}>, tensor<{k}x{n}x{dtype}>) outs(%f : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>
+  %e2 = tensor.empty() : tensor<{m}x{n}x{dtype}>
   %r = linalg.generic {{indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
                        iterator_types = ["parallel", "parallel"]}}
-       ins(%p, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e2 : tensor<{m}x{n}xf16>) {{
-  ^bb0(%x: f32, %y: f32, %o: f16):
+       ins(%p, %bias : tensor<{m}x{n}xf32>, tensor<{n}xf32>) outs(%e2 : tensor<{m}x{n}x{dtype}>) {{
+  ^bb0(%x: f32, %y: f32, %o: {dtype}):
     %s = arith.addf %x, %y : f32
-    %t = arith.truncf %s : f32 to f16
-    linalg.yield %t : f16
-  }} -> tensor<{m}x{n}xf16>
-  return %r : tensor<{m}x{n}xf16>
+    {out_cast}
+    linalg.yield %t : {dtype}
+  }} -> tensor<{m}x{n}x{dtype}>
+  return %r : tensor<{m}x{n}x{dtype}>
 }}
 """
 
 
-def prepare(out: str, target_name: str) -> int:
+def prepare(out: str, target_name: str, dtype: str = "f16") -> int:
     from inferx_compiler.cli.common import python_entry
     from inferx_compiler.passes.split_reduction import SplitReduction, decide
     from inferx_compiler.targets import get_target
@@ -72,7 +74,7 @@ def prepare(out: str, target_name: str) -> int:
         rule = decide(m, n, k, target.cores, SplitReduction.max_split, SplitReduction.min_chunk).factor or 1
         src = os.path.join(out, f"mm_{m}x{n}x{k}.mlir")
         with open(src, "w") as f:
-            f.write(module_text(m, n, k))
+            f.write(module_text(m, n, k, dtype))
         for s in SPLITS:
             if k % s:
                 continue
@@ -85,7 +87,8 @@ def prepare(out: str, target_name: str) -> int:
             vmfb = f"mm_{m}x{n}x{k}_s{s}.vmfb"
             subprocess.run(["iree-compile", text, "--iree-hal-target-device=cuda",
                             f"--iree-cuda-target={target.cuda_target}", "-o", os.path.join(out, vmfb)], check=True)
-            index.append({"m": m, "n": n, "k": k, "what": what, "split": s, "rule": s == rule, "vmfb": vmfb})
+            index.append({"m": m, "n": n, "k": k, "what": what, "split": s, "rule": s == rule, "vmfb": vmfb,
+                          "dtype": dtype})
             print(f"{m}x{n}x{k} split {s}{' (rule)' if s == rule else ''}", flush=True)
     with open(os.path.join(out, "index.json"), "w") as f:
         json.dump(index, f, indent=1)
@@ -106,8 +109,9 @@ def run(directory: str, out: str) -> int:
         m, n, k = rec["m"], rec["n"], rec["k"]
         key = (m, n, k)
         if key not in reference:
-            host = [rng.standard_normal((m, k)).astype(np.float16) / 8,
-                    rng.standard_normal((k, n)).astype(np.float16) / 8,
+            dt = np.float16 if rec.get("dtype", "f16") == "f16" else np.float32
+            host = [rng.standard_normal((m, k)).astype(dt) / 8,
+                    rng.standard_normal((k, n)).astype(dt) / 8,
                     rng.standard_normal(n).astype(np.float32)]
             reference[key] = {"inputs": [rt.asdevicearray(device, x) for x in host], "out": None}
         config = rt.Config(device=device)
@@ -158,9 +162,10 @@ def main(argv=None) -> int:
     p.add_argument("mode", choices=["prepare", "run"])
     p.add_argument("dir")
     p.add_argument("--target", default="h200")
+    p.add_argument("--dtype", default="f16", choices=["f16", "f32"], help="prepare: input/output type")
     p.add_argument("--out", default=os.environ.get("OUT", "split-sweep-out"))
     a = p.parse_args(argv)
-    return prepare(a.dir, a.target) if a.mode == "prepare" else run(a.dir, a.out)
+    return prepare(a.dir, a.target, a.dtype) if a.mode == "prepare" else run(a.dir, a.out)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,8 @@ _BEFORE = ["--disable-pass", "inferx-split-reduction", "--disable-pass", "inferx
 INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2", "resnet50", "mlp_lite",
                                                             "bert_lite", "gpt2_lite", "resnet_lite")),
                    "inferx-fp16-nosplit": ("fp16", _BEFORE[:2], ("bert", "gpt2", "bert_lite", "gpt2_lite")),
+                   "inferx-fp32-nosplit": ("fp32", _BEFORE[:2], ("mlp", "bert", "gpt2", "mlp_lite", "bert_lite",
+                                                                "gpt2_lite")),
                    # the CUDA configuration rules (window copies) left out
                    "inferx-fp16-norule": ("fp16", ["--disable-pass", "inferx-dispatch-config"],
                                           ("resnet50", "resnet_lite"))}

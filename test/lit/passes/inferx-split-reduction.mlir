@@ -56,3 +56,17 @@ func.func @mlp_b64(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>, %init: 
   %y = linalg.matmul ins(%x, %w : tensor<64x4096xbf16>, tensor<4096x4096xbf16>) outs(%init : tensor<64x4096xf32>) -> tensor<64x4096xf32>
   return %y : tensor<64x4096xf32>
 }
+
+// -----
+
+// f32 inputs (IREE's SIMT path): the same rule; the products need no widening.
+// REMARK: remark: inferx-split-reduction: split: 128x768 output is 24 tiles for 132 SMs: reduction 3072 split 16 ways
+// CHECK-LABEL: func.func @ffn_down_f32(
+// CHECK:         output_shape [128, 16, 192]
+// CHECK:         linalg.generic {{.*}} outs({{.*}} : tensor<16x128x768xf32>)
+// CHECK-NOT:       arith.extf
+// CHECK:           arith.mulf
+func.func @ffn_down_f32(%x: tensor<128x3072xf32>, %w: tensor<3072x768xf32>, %init: tensor<128x768xf32>) -> tensor<128x768xf32> {
+  %y = linalg.matmul ins(%x, %w : tensor<128x3072xf32>, tensor<3072x768xf32>) outs(%init : tensor<128x768xf32>) -> tensor<128x768xf32>
+  return %y : tensor<128x768xf32>
+}

@@ -39,13 +39,13 @@ func.func @short_reduction(%x: tensor<128x192xf16>, %w: tensor<192x768xf16>, %in
 
 // -----
 
-// f32 inputs take IREE's SIMT path, which the rule was not measured on.
-// CHECK-LABEL: func.func @f32_inputs(
+// Integer matmuls: the rule was not measured on them.
+// CHECK-LABEL: func.func @i8_inputs(
 // CHECK:         linalg.matmul
-func.func @f32_inputs(%x: tensor<128x3072xf32>, %w: tensor<3072x768xf32>, %init: tensor<128x768xf32>) -> tensor<128x768xf32> {
-  // expected-remark @+1 {{inferx-split-reduction: declined: f32 inputs: IREE's SIMT matmul path}}
-  %y = linalg.matmul ins(%x, %w : tensor<128x3072xf32>, tensor<3072x768xf32>) outs(%init : tensor<128x768xf32>) -> tensor<128x768xf32>
-  return %y : tensor<128x768xf32>
+func.func @i8_inputs(%x: tensor<128x3072xi8>, %w: tensor<3072x768xi8>, %init: tensor<128x768xi32>) -> tensor<128x768xi32> {
+  // expected-remark @+1 {{inferx-split-reduction: declined: i8 inputs: the rule was measured on f16, bf16 and f32 only}}
+  %y = linalg.matmul ins(%x, %w : tensor<128x3072xi8>, tensor<3072x768xi8>) outs(%init : tensor<128x768xi32>) -> tensor<128x768xi32>
+  return %y : tensor<128x768xi32>
 }
 
 // -----
