@@ -62,7 +62,7 @@ def _internal(executable) -> bool:
 class DispatchConfig(TargetedPass):
     name: ClassVar[str] = "inferx-dispatch-config"
     level: ClassVar[str] = "iree"
-    summary: ClassVar[str] = "attach measured (tuned) lowering configurations to dispatch roots"
+    summary: ClassVar[str] = "attach lowering configurations to dispatch roots: measured (tuned) or a CUDA rule"
 
     tuning_db: str = ""
     candidate: int = 0
