@@ -64,7 +64,7 @@ SYNC_MAX_FLOPS = 20_000_000
 
 def choose_cpu_executor(spec: DeviceSpec, call_flops: int | None) -> DeviceSpec:
     """Resolve `cpu` for an artifact: local-sync when a call is small (`call_flops`, the work of
-    its smallest static-shape function; None when unknown), the worker pool otherwise."""
+    its largest static-shape function; None when unknown), the worker pool otherwise."""
     if spec.kind != "cpu" or not spec.auto:
         return spec
     small = call_flops is not None and 0 <= call_flops <= SYNC_MAX_FLOPS

@@ -250,9 +250,14 @@ class InferenceSession:
 
 
 def _call_flops(manifest) -> int | None:
-    """The work of one call at the smallest static batch (None when the build did not count it)."""
+    """The work of one call at the largest static batch the artifact was built for (None when
+    the build did not count it). The batch sizes a build names are the ones it serves: the pool
+    costs a small call ~40 us more than the calling thread, while one thread alone runs a large
+    call at half the cores (examples/encoder.onnx built for 1,4, this 2-core VM, tools/bench/
+    knobs.py: b1 median 0.22 ms sync vs 0.26 pool; b4 fastest calls 0.81 sync vs 0.49 pool,
+    medians 0.86 vs 0.85 and 1.39 vs 0.67 in two noisy runs)."""
     counted = [f["flops"] for f in manifest.functions if f.get("flops", -1) >= 0]
-    return min(counted) if counted else None
+    return max(counted) if counted else None
 
 
 def _signature(feeds: dict):

@@ -38,8 +38,12 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="inferx-demo-")
     artifact = os.path.join(work, "model.ixa")
-    print(f"== inferx-compile {os.path.relpath(args.model)} --target {args.target} -o {artifact}")
-    _cli("compile", args.model, "--target", args.target, "-o", artifact)
+    # A static-shape function for the batch the demo runs (what a deployment compiles for: the
+    # batch sizes it serves); other batch sizes would run the dynamic-shape function.
+    sizes = ",".join(str(b) for b in sorted({1, args.batch}))
+    print(f"== inferx-compile {os.path.relpath(args.model)} --target {args.target} --batch-sizes {sizes} "
+          f"--no-measure -o {artifact}")
+    _cli("compile", args.model, "--target", args.target, "--batch-sizes", sizes, "--no-measure", "-o", artifact)
 
     feeds = random_feeds(inferx_compiler.load(artifact).inputs, args.batch)
     np.savez(os.path.join(work, "in.npz"), **feeds)

@@ -3,6 +3,8 @@ and take the validated fast path, which still refuses bad inputs and gives the s
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -35,6 +37,20 @@ def artifacts(tmp_path_factory):
         assert compile_main([path, "--target", "cpu", "-o", str(root / f"{name}.ixa"), "-q"]) == 0
         out[name] = (path, str(root / f"{name}.ixa"))
     return out
+
+
+def test_cpu_picks_the_executor_from_the_largest_batch_built(tmp_path):
+    """The bundled encoder built for batch 1, then for batches 1 and 4: its b1 call is small,
+    its b4 one is not; the batch sizes a build names are the ones it serves, so `cpu` takes the
+    pool for the second."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "encoder.onnx")
+    small, both = str(tmp_path / "b1.ixa"), str(tmp_path / "b1_4.ixa")
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1", "--no-measure", "-o", small, "-q"]) == 0
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,4", "--no-measure", "-o", both, "-q"]) == 0
+    flops = {f["name"]: f["flops"] for f in inferx_compiler.load(both, device="cpu:task").artifact.manifest.functions}
+    assert flops["main$b1"] <= SYNC_MAX_FLOPS < flops["main$b4"], flops
+    assert inferx_compiler.load(small, device="cpu").device == "cpu:sync"
+    assert inferx_compiler.load(both, device="cpu").device == "cpu:task"
 
 
 def test_cpu_picks_the_executor_from_the_work_per_call(artifacts):
