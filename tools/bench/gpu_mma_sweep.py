@@ -17,11 +17,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_split_sweep import module_text  # noqa: E402
+from gpu_split_sweep import measure_modules, module_text  # noqa: E402
 
 SHAPES = [(1024, 3072, 768), (1024, 768, 3072), (1024, 768, 768), (512, 2304, 768)]
 MMA = "#iree_gpu.mma_layout<NV_MMA_SYNC_F32_16x8x16_F16>"
@@ -74,34 +72,11 @@ def prepare(out: str) -> int:
 
 
 def run(directory: str, out: str) -> int:
-    import iree.runtime as rt
-
-    from gpu_kernels import profile_kernels
-
     with open(os.path.join(directory, "index.json")) as f:
         index = json.load(f)
-    device = rt.get_driver("cuda").create_default_device()
-    rng = np.random.default_rng(0)
-    inputs, reference, rows = {}, {}, []
-    for rec in index:
-        key = (rec["m"], rec["n"], rec["k"])
-        m, n, k = key
-        if key not in inputs:
-            host = [rng.standard_normal((m, k)).astype(np.float16) / 8,
-                    rng.standard_normal((k, n)).astype(np.float16) / 8, rng.standard_normal(n).astype(np.float32)]
-            inputs[key] = [rt.asdevicearray(device, x) for x in host]
-        config = rt.Config(device=device)
-        with open(os.path.join(directory, rec["vmfb"]), "rb") as f:
-            module = rt.VmModule.copy_buffer(config.vm_instance, f.read())
-        ctx = rt.SystemContext(config=config)
-        ctx.add_vm_module(module)
-        main = ctx.modules.module["main"]
-        got = main(*inputs[key]).to_host().astype(np.float32)
-        ref = reference.setdefault(key, got)
-        err = float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30))
-        for _ in range(3):
-            main(*inputs[key])
-        busy = float(np.median([profile_kernels(lambda: main(*inputs[key]), 20)["gpu_busy_ms"] for _ in range(5)])) * 1e3
+    rows = []
+    for rec, busy, _, err in measure_modules(directory, index):
+        m, n, k = rec["m"], rec["n"], rec["k"]
         rows.append(dict(rec, busy_us=busy, tflops=2 * m * n * k / (busy * 1e-6) / 1e12, rel_l2_vs_iree=err))
         print(f"{m}x{n}x{k} {rec['variant']:24s} {busy:8.1f} us {rows[-1]['tflops']:6.1f} TFLOP/s rel_l2 {err:.1e}",
               flush=True)

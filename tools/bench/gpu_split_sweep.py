@@ -95,45 +95,51 @@ def prepare(out: str, target_name: str, dtype: str = "f16") -> int:
     return 0
 
 
-def run(directory: str, out: str) -> int:
+def measure_modules(directory: str, index: list[dict]):
+    """For each record (m, n, k, vmfb[, dtype]) of a sweep: load its module on the GPU, run it on
+    the shape's inputs (the same for every module of a shape), compare with the shape's first
+    module, and time it. Yields (record, kernel us per call, kernels per call, relative L2)."""
     import iree.runtime as rt
 
     from gpu_kernels import profile_kernels
 
-    with open(os.path.join(directory, "index.json")) as f:
-        index = json.load(f)
     device = rt.get_driver("cuda").create_default_device()
     rng = np.random.default_rng(0)
-    reference, rows = {}, []
+    shapes: dict = {}
     for rec in index:
         m, n, k = rec["m"], rec["n"], rec["k"]
-        key = (m, n, k)
-        if key not in reference:
+        shape = shapes.get((m, n, k))
+        if shape is None:
             dt = np.float16 if rec.get("dtype", "f16") == "f16" else np.float32
-            host = [rng.standard_normal((m, k)).astype(dt) / 8,
-                    rng.standard_normal((k, n)).astype(dt) / 8,
+            host = [rng.standard_normal((m, k)).astype(dt) / 8, rng.standard_normal((k, n)).astype(dt) / 8,
                     rng.standard_normal(n).astype(np.float32)]
-            reference[key] = {"inputs": [rt.asdevicearray(device, x) for x in host], "out": None}
+            shape = shapes[(m, n, k)] = {"inputs": [rt.asdevicearray(device, x) for x in host], "out": None}
         config = rt.Config(device=device)
         with open(os.path.join(directory, rec["vmfb"]), "rb") as f:
             module = rt.VmModule.copy_buffer(config.vm_instance, f.read())
         ctx = rt.SystemContext(config=config)
         ctx.add_vm_module(module)
-        main = ctx.modules.module["main"]
-        ins = reference[key]["inputs"]
+        main, ins = ctx.modules.module["main"], shape["inputs"]
         result = main(*ins).to_host().astype(np.float32)
-        if reference[key]["out"] is None:
-            reference[key]["out"] = result
-        ref = reference[key]["out"]
+        ref = shape["out"] = result if shape["out"] is None else shape["out"]
         err = float(np.linalg.norm(result - ref) / max(np.linalg.norm(ref), 1e-30))
         for _ in range(3):
             main(*ins)
         profiles = [profile_kernels(lambda: main(*ins), 20) for _ in range(5)]
         busy = float(np.median([p["gpu_busy_ms"] for p in profiles])) * 1e3
-        rows.append(dict(rec, busy_us=busy, kernels=profiles[0]["kernels"], rel_l2_vs_split1=err,
+        yield rec, busy, profiles[0]["kernels"], err
+
+
+def run(directory: str, out: str) -> int:
+    with open(os.path.join(directory, "index.json")) as f:
+        index = json.load(f)
+    rows = []
+    for rec, busy, kernels, err in measure_modules(directory, index):
+        m, n, k = rec["m"], rec["n"], rec["k"]
+        rows.append(dict(rec, busy_us=busy, kernels=kernels, rel_l2_vs_split1=err,
                          tflops=2 * m * n * k / (busy * 1e-6) / 1e12))
         print(f"{m}x{n}x{k} s{rec['split']:<2} {'rule' if rec['rule'] else '    '} {busy:8.1f} us "
-              f"{rows[-1]['tflops']:6.1f} TFLOP/s  kernels {rows[-1]['kernels']:.0f}  rel_l2 {err:.1e}", flush=True)
+              f"{rows[-1]['tflops']:6.1f} TFLOP/s  kernels {kernels:.0f}  rel_l2 {err:.1e}", flush=True)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "split_sweep.json"), "w") as f:
         json.dump(rows, f, indent=1)
