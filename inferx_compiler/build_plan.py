@@ -88,7 +88,9 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     """IREE's flags for this build: the target's, what the model's semantics need, the
     preprocessing that carries out the pass decisions, a forced data-tiling choice (--tune's,
-    or the tuning database's for this model), then the user's extra flags."""
+    or the tuning database's for this model), then the user's extra flags. A user flag of the
+    same option as a target flag replaces it (process-wide options take one value)."""
+    from .iree_global_options import option_name
     from .passes.conv_strategy import PREPROCESSING_PIPELINE
 
     semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
@@ -96,7 +98,8 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     winograd = target.winograd if options.conv_algorithms == "auto" else "winograd" in options.conv_algorithms
     if uses_conv_strategy(target, options) and winograd:
         decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
-    flags = target.iree_flags()
+    overridden = {option_name(f) for f in options.extra_iree_flags}
+    flags = [f for f in target.iree_flags() if option_name(f) not in overridden]
     if options.data_tiling is not None:
         flags = [f for f in flags if not f.startswith("--iree-opt-data-tiling=")]
         flags.append(f"--iree-opt-data-tiling={'true' if options.data_tiling else 'false'}")

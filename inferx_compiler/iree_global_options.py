@@ -24,6 +24,7 @@ GLOBAL_OPTIONS = frozenset({
     "iree-dispatch-creation-experimental-set-data-tiling-ops",
     "iree-llvmcpu-number-of-threads",
     "iree-dispatch-creation-block-matmul-producer-fusion",
+    "iree-llvmcpu-matmul-tile-bytes",
 })
 
 _lock = threading.Lock()

@@ -54,6 +54,13 @@ class Target:
     # AVX2 CPU (2026-12-01, ResNet-50 b1, 1 thread) 504 ms with it vs 143 ms through im2col; with
     # weights as parameters IREE transforms the filters on every call.
     winograd: bool = False
+    # Operand bytes of one workgroup tile of IREE's data-tiled matmuls
+    # (`--iree-llvmcpu-matmul-tile-bytes`; None: IREE's default, 256 KiB). Left at the default on
+    # every target: the best value depends on the model. On this znver3 VM (512 KiB L2, 2 threads)
+    # 1 MiB took the 8x4096^2 MLP at batch 64 from 233 to 152 ms (onnxruntime 130) but BERT-base b8
+    # from 1433 to 1638 ms and ResNet-50 b1 from 105 to 112 (tools/bench/knobs.py,
+    # docs/performance-notes.md); `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
+    matmul_tile_bytes: Optional[int] = None
 
     @property
     def executable(self) -> bool:
@@ -83,6 +90,9 @@ class Target:
             # off by default in IREE 3.13 for llvm-cpu. On: BERT-base b1 540 -> 140 ms on 2 cores.
             # (The driver builds again without it where IREE's data tiling fails.)
             flags.append("--iree-opt-data-tiling=true")
+            # A process-wide IREE option: always set, so that one build's value never carries
+            # into the next build of the process (a different one is refused there).
+            flags.append(f"--iree-llvmcpu-matmul-tile-bytes={self.matmul_tile_bytes or IREE_MATMUL_TILE_BYTES}")
             return flags
         if self.backend == "cuda":
             return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
@@ -96,6 +106,8 @@ class Target:
         d["vector_width"] = {dt: self.vector_width(dt) for dt in ("f32", "f16", "i8")}
         return d
 
+
+IREE_MATMUL_TILE_BYTES = 256 * 1024  # IREE 3.13's default for --iree-llvmcpu-matmul-tile-bytes
 
 _X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile")
 

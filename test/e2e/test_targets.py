@@ -89,3 +89,20 @@ def test_cuda_fp16_demotes_only_static_convolutions():
         CompileOptions(target="h200", precision="fp16", conv_algorithms="none"))
     assert "convolutions=all" in graph_decision_pipeline(CompileOptions(target="cpu", precision="fp16"))
     assert graph_decision_pipeline(CompileOptions(target="a100")) == "builtin.module()"
+
+
+def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
+    """Every llvm-cpu build sets IREE's process-wide matmul tile budget (so that one build's value
+    never carries into the next one of the process): IREE's default unless the target record
+    names one; a user's --iree-flag of the same option replaces the target's."""
+    from inferx_compiler.build_plan import iree_flags
+    from inferx_compiler.options import CompileOptions
+    from inferx_compiler.targets import IREE_MATMUL_TILE_BYTES
+
+    host = get_target("cpu")
+    assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in host.iree_flags()
+    assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in get_target("x86-avx512").iree_flags()
+    assert not any("matmul-tile-bytes" in f for f in get_target("h200").iree_flags())
+    user = "--iree-llvmcpu-matmul-tile-bytes=4096"
+    flags = iree_flags(host, CompileOptions(target="cpu", extra_iree_flags=(user,)))
+    assert [f for f in flags if "matmul-tile-bytes" in f] == [user]
