@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .errors import InferXError
+
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
 PRECISIONS = ("fp32", "fp16", "bf16")
 ATTENTION_CHOICES = ("auto", "on", "off")
@@ -34,13 +36,9 @@ class CompileOptions:
     def __post_init__(self):
         unknown = [p for p in self.disabled_passes if p not in OPTIONAL_PASSES]
         if unknown:
-            from .errors import InferXError
-
             raise InferXError(f"--disable-pass {', '.join(unknown)}: not a pass that can be left out; "
                               f"valid: {', '.join(OPTIONAL_PASSES)}")
         if self.tuning_db and not self.runs("inferx-dispatch-config"):
-            from .errors import InferXError
-
             raise InferXError("--tuning-db/--tune apply configurations through inferx-dispatch-config, "
                               "which --disable-pass leaves out; drop one of them")
 

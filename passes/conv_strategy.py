@@ -49,7 +49,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .base import PassFailure, TargetedPass
+from .base import TargetedPass
+from .iree_ir import generic, zeros
 from .linalg_analysis import collect, is_convolution_op
 from .remarks import remark
 
@@ -195,17 +196,9 @@ def _apply(op, decision: Decision, target) -> None:
 def _parallel_copy(source, dest, source_map, rank: int):
     """linalg.generic dest[d...] = source[source_map(d...)] (all loops parallel)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg
 
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    maps = [source_map, ir.AffineMap.get_identity(rank)]
-    generic = linalg.GenericOp([dest.type], [source], [dest],
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                               ir.ArrayAttr.get([par] * rank))
-    block = generic.regions[0].blocks.append(source.type.element_type, dest.type.element_type)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([block.arguments[0]])
-    return generic.results[0]
+    return generic([source], dest, [source_map, ir.AffineMap.get_identity(rank)], ["parallel"] * rank,
+                   lambda block: block.arguments[0])
 
 
 def _rewrite_as_matmul(op) -> None:
@@ -235,7 +228,7 @@ def _rewrite_as_matmul(op) -> None:
                                        [[0, 1], [2]], [], [1, s.f, p]).result
         else:
             col = _columns_folded(x, s, et)
-            zero = _zeros([s.f, s.n * p], acc_t)
+            zero = zeros([s.f, s.n * p], acc_t)
             product = linalg.matmul(w2, col, outs=[zero])
             product = tensor.ExpandShapeOp(ir.RankedTensorType.get([s.f, s.n, p], acc_t), product,
                                            [[0], [1, 2]], [], [s.f, s.n, p]).result
@@ -282,38 +275,13 @@ def _columns_folded(x, s: "ConvShape", et):
                                   copy, [[0, 1, 2], [3, 4, 5]]).result
 
 
-def _zeros(shape: list, element_type):
-    from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
-
-    zero = arith.ConstantOp(element_type, ir.FloatAttr.get(element_type, 0.0)).result
-    return linalg.fill(zero, outs=[tensor.EmptyOp(shape, element_type).result])
-
-
 def _to_nchw_plus(product, acc):
     """out[n, f, p] = product[f, n, p] + acc[n, f, p]."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import arith, tensor
 
     d = [ir.AffineDimExpr.get(i) for i in range(3)]  # n, f, p
     maps = [ir.AffineMap.get(3, 0, [d[1], d[0], d[2]]), ir.AffineMap.get_identity(3), ir.AffineMap.get_identity(3)]
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    et = acc.type.element_type
-    generic = linalg.GenericOp([acc.type], [product, acc], [tensor.EmptyOp(list(acc.type.shape), et).result],
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                               ir.ArrayAttr.get([par] * 3))
-    block = generic.regions[0].blocks.append(et, et, et)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([arith.addf(block.arguments[0], block.arguments[1])])
-    return generic.results[0]
-
-
-def _cast(value, to_type):
-    from iree.compiler import ir
-    from iree.compiler.dialects import arith
-
-    if value.type == to_type:
-        return value
-    if isinstance(value.type, ir.FloatType) and isinstance(to_type, ir.FloatType):
-        return arith.extf(to_type, value)
-    raise PassFailure(f"cannot widen {value.type} to {to_type} in a 1x1 convolution")
+    empty = tensor.EmptyOp(list(acc.type.shape), acc.type.element_type).result
+    return generic([product, acc], empty, maps, ["parallel"] * 3,
+                   lambda block: arith.addf(block.arguments[0], block.arguments[1]))

@@ -26,16 +26,14 @@ SUBGROUP = 32
 def is_window_copy(root) -> bool:
     """An all-parallel linalg.generic with static loops reading one input through a map that is
     not a projected permutation (a sliding window), its body a copy or a cast."""
-    from iree.compiler import ir
-
-    from .linalg_analysis import loop_extents, reduction_loops
+    from .linalg_analysis import indexing_maps, loop_extents, reduction_loops
 
     if root.name != "linalg.generic" or len(root.operands) != 2 or reduction_loops(root):
         return False
     extents = loop_extents(root)
     if not extents or any(x <= 0 for x in extents):
         return False
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(root.attributes["indexing_maps"])]
+    maps = indexing_maps(root)
     return not maps[0].is_projected_permutation and maps[1].is_permutation
 
 

@@ -31,6 +31,7 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
+from .iree_ir import defining_op, generic
 from .linalg_analysis import collect
 from .remarks import remark
 
@@ -49,13 +50,7 @@ class Attention:
 
 def _op(value, name: str | tuple):
     """The op defining `value` when it is one of `name`."""
-    from iree.compiler import ir
-
-    if not isinstance(value, ir.OpResult):
-        return None
-    op = value.owner.operation
-    names = (name,) if isinstance(name, str) else name
-    return op if op.name in names else None
+    return defining_op(value, (name,) if isinstance(name, str) else name)
 
 
 def _body_ops(generic) -> list[str]:
@@ -169,21 +164,13 @@ def _mask_3d(mask, found: Attention):
     """The mask as [batch*heads, seq, kv-seq], broadcast from a [.., seq, kv-seq] tensor whose
     leading dims are 1 (a generic copy)."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg
 
     t = mask.type
     d = [ir.AffineDimExpr.get(i) for i in range(3)]
     source = [ir.AffineConstantExpr.get(0)] * (t.rank - 2) + [d[1], d[2]]
     empty = _empty(found.q, [found.q.type.shape[1], found.v.type.shape[1]], t.element_type)
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    generic = linalg.GenericOp([empty.type], [mask], [empty],
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(ir.AffineMap.get(3, 0, source)),
-                                                 ir.AffineMapAttr.get(ir.AffineMap.get_identity(3))]),
-                               ir.ArrayAttr.get([par] * 3))
-    block = generic.regions[0].blocks.append(t.element_type, t.element_type)
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([block.arguments[0]])
-    return generic.results[0]
+    return generic([mask], empty, [ir.AffineMap.get(3, 0, source), ir.AffineMap.get_identity(3)],
+                   ["parallel"] * 3, lambda block: block.arguments[0])
 
 
 def _index(i: int):

@@ -109,14 +109,21 @@ def is_structured(op) -> bool:
     return op.name.startswith("linalg.") and op.name not in _NOT_COMPUTE
 
 
+def indexing_maps(op) -> list:
+    """The op's indexing maps (affine maps, operands in order; a named op's implicit ones too),
+    or [] for an op without them."""
+    _, linalg = _bindings(op)
+    try:
+        return [m.value for m in linalg.get_indexing_maps(op)]
+    except Exception:
+        return []
+
+
 def loop_extents(op) -> list[int]:
     """Each loop's extent, read where a loop appears alone in some operand's indexing map
     (-1 when no operand fixes it, or the size is dynamic)."""
-    ir, linalg = _bindings(op)
-    try:
-        maps = [m.value for m in linalg.get_indexing_maps(op)]
-    except Exception:
-        maps = []
+    ir, _ = _bindings(op)
+    maps = indexing_maps(op)
     if not maps:
         out = op.results[0].type if len(op.results) else op.operands[-1].type
         return [d if d >= 0 else -1 for d in out.shape] if isinstance(out, ir.ShapedType) else []

@@ -1,5 +1,6 @@
 """Small IR helpers shared by the graph-level passes: build tensor.empty and linalg.generic.
-(Finding ops: linalg_analysis.collect, for both MLIR worlds.)"""
+(Finding ops: linalg_analysis.collect, for both MLIR worlds; the IREE-context passes'
+counterparts are in iree_ir.py.)"""
 
 from __future__ import annotations
 

@@ -44,7 +44,8 @@ import math
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .linalg_analysis import collect
+from .iree_ir import generic, zeros
+from .linalg_analysis import collect, indexing_maps
 from .remarks import remark
 
 TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 64] with mma.sync)
@@ -91,28 +92,11 @@ def matmul_shape(op) -> Optional[tuple[int, int, int]]:
     a, b = op.operands[0].type, op.operands[1].type
     if not (a.has_static_shape and b.has_static_shape):
         return None
-    if "indexing_maps" in op.attributes:
-        d = [ir.AffineDimExpr.get(i) for i in range(3)]
-        want = [ir.AffineMap.get(3, 0, e) for e in ([d[0], d[2]], [d[2], d[1]], [d[0], d[1]])]
-        maps = [ir.AffineMapAttr(x).value for x in ir.ArrayAttr(op.attributes["indexing_maps"])]
-        if maps != want:
-            return None
+    d = [ir.AffineDimExpr.get(i) for i in range(3)]
+    want = [ir.AffineMap.get(3, 0, e) for e in ([d[0], d[2]], [d[2], d[1]], [d[0], d[1]])]
+    if indexing_maps(op) != want:
+        return None
     return a.shape[0], b.shape[1], a.shape[1]
-
-
-def _generic(inputs, init, maps, iterators, body):
-    """A linalg.generic over `inputs` into `init`; `body(block)` returns the value to yield."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import linalg
-
-    generic = linalg.GenericOp([init.type], inputs, [init],
-                               ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
-                               ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>")
-                                                 for i in iterators]))
-    block = generic.regions[0].blocks.append(*[v.type.element_type for v in (*inputs, init)])
-    with ir.InsertionPoint(block):
-        linalg.YieldOp([body(block)])
-    return generic.results[0]
 
 
 def _widen(value, to_type):
@@ -129,7 +113,7 @@ def _widen(value, to_type):
 def rewrite(op, factor: int) -> None:
     """matmul(a, b) into y -> reduce_s(contract(a[M,S,K/S], b[S,K/S,N])) added into y."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import arith, tensor
 
     a, b, init = op.operands
     m, n, k = matmul_shape(op)
@@ -141,8 +125,7 @@ def rewrite(op, factor: int) -> None:
                                   [[0], [1, 2]], [], [m, factor, chunk]).result
         b3 = tensor.ExpandShapeOp(ir.RankedTensorType.get([factor, chunk, n], b.type.element_type), b,
                                   [[0, 1], [2]], [], [factor, chunk, n]).result
-        zero = arith.ConstantOp(acc_t, ir.FloatAttr.get(acc_t, 0.0) if is_float else ir.IntegerAttr.get(acc_t, 0))
-        partial0 = linalg.fill(zero.result, outs=[tensor.EmptyOp([factor, m, n], acc_t).result])
+        partial0 = zeros([factor, m, n], acc_t)
         s, i, j, r = (ir.AffineDimExpr.get(x) for x in range(4))
         maps = [ir.AffineMap.get(4, 0, e) for e in ([i, s, r], [s, r, j], [s, i, j])]
 
@@ -151,7 +134,7 @@ def rewrite(op, factor: int) -> None:
             product = arith.mulf(x, y) if is_float else arith.muli(x, y)
             return arith.addf(acc, product) if is_float else arith.addi(acc, product)
 
-        partial = _generic([a3, b3], partial0, maps, ["parallel"] * 3 + ["reduction"], multiply_add)
+        partial = generic([a3, b3], partial0, maps, ["parallel"] * 3 + ["reduction"], multiply_add)
         i2, j2, s2 = (ir.AffineDimExpr.get(x) for x in range(3))
         sum_maps = [ir.AffineMap.get(3, 0, [s2, i2, j2]), ir.AffineMap.get(3, 0, [i2, j2])]
 
@@ -159,7 +142,7 @@ def rewrite(op, factor: int) -> None:
             p, acc = block.arguments
             return arith.addf(acc, p) if is_float else arith.addi(acc, p)
 
-        out = _generic([partial], init, sum_maps, ["parallel", "parallel", "reduction"], add)
+        out = generic([partial], init, sum_maps, ["parallel", "parallel", "reduction"], add)
     op.results[0].replace_all_uses_with(out)
     op.erase()
 

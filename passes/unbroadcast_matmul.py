@@ -33,7 +33,8 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from .base import ModulePass
-from .linalg_analysis import collect
+from .iree_ir import defining_op, generic
+from .linalg_analysis import collect, indexing_maps
 from .remarks import remark
 
 _CASTS = ("arith.extf", "arith.truncf")
@@ -47,38 +48,24 @@ class SharedOperand:
     casts: tuple  # (op name, element type) applied after the broadcast, in order
 
 
-def _owner(value):
-    from iree.compiler import ir
-
-    return value.owner.operation if isinstance(value, ir.OpResult) else None
-
-
 def _body(generic) -> list:
     return [op.operation for op in generic.regions[0].blocks[0].operations]
-
-
-def _maps(generic) -> list:
-    from iree.compiler import ir
-
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(generic.attributes["indexing_maps"])]
 
 
 def _default_maps(batch_matmul) -> bool:
     """Whether the op reads x[b, m, k] and w[b, k, n] into y[b, m, n] (no transposed operand)."""
     from iree.compiler import ir
 
-    if "indexing_maps" not in batch_matmul.attributes:
-        return True
     b, m, n, k = (ir.AffineDimExpr.get(i) for i in range(4))
     want = [ir.AffineMap.get(4, 0, e) for e in ([b, m, k], [b, k, n], [b, m, n])]
-    return _maps(batch_matmul) == want
+    return indexing_maps(batch_matmul) == want
 
 
 def _cast_generic(op) -> Optional[tuple]:
     """(cast op name, result element type) when `op` is a one-input elementwise cast generic."""
     if op is None or op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
         return None
-    maps = _maps(op)
+    maps = indexing_maps(op)
     if not all(m.is_permutation and m == maps[-1] for m in maps):
         return None
     body = _body(op)
@@ -103,7 +90,7 @@ def _broadcast_source(op):
     body = _body(op)
     if len(body) != 1 or body[0].operands[0] != op.regions[0].blocks[0].arguments[0]:
         return None
-    source_map, out_map = _maps(op)
+    source_map, out_map = indexing_maps(op)
     d = [ir.AffineDimExpr.get(i) for i in range(3)]
     if out_map != ir.AffineMap.get_identity(3) or source_map != ir.AffineMap.get(3, 0, d[1:]):
         return None
@@ -113,10 +100,10 @@ def _broadcast_source(op):
 def shared_operand(value) -> Optional[SharedOperand]:
     """Look up from a batch matmul operand through casts to a batch broadcast."""
     casts = []
-    op = _owner(value)
+    op = defining_op(value)
     while (cast := _cast_generic(op)) is not None:
         casts.append(cast)
-        op = _owner(op.operands[0])
+        op = defining_op(op.operands[0])
     source = _broadcast_source(op)
     return SharedOperand(source, tuple(reversed(casts))) if source is not None else None
 
@@ -124,20 +111,14 @@ def shared_operand(value) -> Optional[SharedOperand]:
 def _apply_cast(value, cast: tuple):
     """A generic applying `cast` (op name, element type) elementwise to a 2-D tensor."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import arith, tensor
 
     name, element_type = cast
-    shape = list(value.type.shape)
-    empty = tensor.EmptyOp(shape, element_type).result
-    par = ir.Attribute.parse("#linalg.iterator_type<parallel>")
-    identity = ir.AffineMapAttr.get(ir.AffineMap.get_identity(2))
-    generic = linalg.GenericOp([empty.type], [value], [empty], ir.ArrayAttr.get([identity, identity]),
-                               ir.ArrayAttr.get([par, par]))
-    block = generic.regions[0].blocks.append(value.type.element_type, element_type)
-    with ir.InsertionPoint(block):
-        op = arith.ExtFOp if name == "arith.extf" else arith.TruncFOp
-        linalg.YieldOp([op(element_type, block.arguments[0]).result])
-    return generic.results[0]
+    empty = tensor.EmptyOp(list(value.type.shape), element_type).result
+    convert = arith.ExtFOp if name == "arith.extf" else arith.TruncFOp
+    identity = ir.AffineMap.get_identity(2)
+    return generic([value], empty, [identity, identity], ["parallel"] * 2,
+                   lambda block: convert(element_type, block.arguments[0]).result)
 
 
 def rewrite(matmul, shared: SharedOperand) -> None:
@@ -165,7 +146,7 @@ def rewrite(matmul, shared: SharedOperand) -> None:
                                    [dyn if s == dyn else s for s in init.type.shape]).result
     matmul.results[0].replace_all_uses_with(out)
     matmul.erase()
-    _erase_unused_chain(_owner(old_rhs))
+    _erase_unused_chain(defining_op(old_rhs))
 
 
 def _erase_unused_chain(op) -> None:
@@ -173,7 +154,7 @@ def _erase_unused_chain(op) -> None:
     while op is not None and op.name in ("linalg.generic", "linalg.broadcast") and not list(op.results[0].uses):
         source = op.operands[0]
         op.erase()
-        op = _owner(source)
+        op = defining_op(source)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,44 @@
+"""Small IR helpers for the passes that run in IREE's context (input and dispatch level):
+find a value's producer, build a linalg.generic or a zero-filled tensor. (The graph-level
+passes' counterparts, in torch-mlir's bindings, are in linalg_util.py.)"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+
+def defining_op(value, names: Optional[Sequence[str]] = None):
+    """The op that defines `value` (None for a block argument, or when it is not one of `names`)."""
+    from iree.compiler import ir
+
+    if not isinstance(value, ir.OpResult):
+        return None
+    op = value.owner.operation
+    return op if names is None or op.name in names else None
+
+
+def generic(inputs: Sequence, init, maps: Sequence, iterators: Sequence[str], body: Callable):
+    """A linalg.generic reading `inputs` into `init` with these affine maps (inputs' then the
+    init's) and iterator types ("parallel" / "reduction"); `body(block)` builds the region and
+    returns the value to yield. Returns the result."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    op = linalg.GenericOp([init.type], list(inputs), [init],
+                          ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                          ir.ArrayAttr.get([ir.Attribute.parse(f"#linalg.iterator_type<{i}>") for i in iterators]))
+    block = op.regions[0].blocks.append(*[v.type.element_type for v in (*inputs, init)])
+    with ir.InsertionPoint(block):
+        linalg.YieldOp([body(block)])
+    return op.results[0]
+
+
+def zeros(shape: Sequence[int], element_type):
+    """A static-shape tensor filled with zero (float or integer)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    value = (ir.FloatAttr.get(element_type, 0.0) if isinstance(element_type, ir.FloatType)
+             else ir.IntegerAttr.get(element_type, 0))
+    zero = arith.ConstantOp(element_type, value).result
+    return linalg.fill(zero, outs=[tensor.EmptyOp(list(shape), element_type).result])
