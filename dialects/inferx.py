@@ -38,7 +38,13 @@ from torch_mlir.dialects import ext
 PRECISION_ATTR = "inferx.precision"
 # On an entry function argument: the argument is a weight, served as the named parameter.
 PARAMETER_ATTR = "inferx.parameter"
-PRECISIONS = ("f32", "f16", "bf16", "i8")
+PRECISIONS = ("f32", "f16", "bf16", "i8", "i4")
+# Decisions carried out in IREE's context (inferx-quantize-contractions): the annotation
+# crosses to IREE on the op; the others are applied and dropped at graph level.
+IREE_LEVEL_PRECISIONS = ("i8", "i4")
+# On the module: the precision plan, layer (ONNX node name) -> precision, read by
+# inferx-annotate-precision{from-plan=true}.
+PLAN_ATTR = "inferx.precision_plan"
 
 # storage name -> (bits, signed)
 STORAGE_TYPES = {"i8": (8, True), "u8": (8, False), "i4": (4, True), "u4": (4, False)}

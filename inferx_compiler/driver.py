@@ -44,6 +44,16 @@ class CompileResult:
     dispatches: list = field(default_factory=list)
     weights: dict = field(default_factory=dict)
     decisions: list = field(default_factory=list)
+    plan: object = None  # the PrecisionPlan the build used
+
+
+def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
+    """Only the precision plan of a build (--emit-plan without -o)."""
+    target = check_request(options)
+    model, digest = onnx_frontend.load_model(model_path)
+    name = os.path.splitext(os.path.basename(model_path))[0]
+    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log)
+    return precision_plan_for(options, target, prepared, log)
 
 
 def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
@@ -54,7 +64,8 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"))
     options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared),
-                                  data_tiling=_data_tiling_choice(options, target, digest, log))
+                                  data_tiling=_data_tiling_choice(options, target, digest, log),
+                                  plan=precision_plan_for(options, target, prepared, log))
     parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
     ctx = new_graph_context()
     with ctx:
@@ -84,6 +95,40 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
                   "upgraded_from_opset": prepared.upgraded_from}
     return compile_linalg(module_op, ctx, target, options, log, model_info,
                            prepared.inputs, prepared.outputs, prepared.weights, specs)
+
+
+def precision_plan_for(options: CompileOptions, target: Target, prepared, log: BuildLog):
+    """The build's precision plan (precision_plan.py): replayed from --precision-plan, uniform,
+    calibrated (auto or a fixed mode with --calibration), or the rule without calibration data."""
+    from . import precision_plan as pp
+
+    if options.precision_plan_file:
+        plan = pp.load_plan(options.precision_plan_file, target, pp.model_layers(prepared.proto, prepared.weights))
+        log.step(f"precision plan {os.path.basename(options.precision_plan_file)}: "
+                 f"{len(plan.layers)} layers ({plan.mode})")
+    else:
+        layers = pp.model_layers(prepared.proto, prepared.weights)
+        if options.precision == "auto":
+            plan = pp.rule_plan(target, layers, options.group_size)
+        else:
+            plan = pp.uniform_plan(options.precision, target, layers, options.group_size)
+        if options.calibration and options.uses_plan:
+            from . import calibration
+
+            data = calibration.load_calibration(options.calibration, prepared.inputs)
+            budget = options.accuracy_budget if options.accuracy_budget is not None else (
+                0.01 if options.precision == "auto" else None)
+            plan.notes = [n for n in plan.notes if not n.startswith("no calibration data")]
+            plan = calibration.calibrated_plan(plan, prepared, prepared.weights, target, data, budget, log,
+                                               fixed=None if options.precision == "auto" else options.precision)
+        elif options.precision == "auto":
+            log.warn(plan.notes[0])
+        elif options.accuracy_budget is not None:
+            raise pp.PrecisionError("--accuracy-budget needs --calibration data to measure the error against")
+    if options.uses_plan:
+        for line in plan.table().splitlines():
+            log.step(line)
+    return plan
 
 
 def _data_tiling_choice(options: CompileOptions, target: Target, model_sha256: str, log: BuildLog):
@@ -127,6 +172,8 @@ def _add_specialized_function(module_op, prepared, spec: Specialization, paramet
 
 
 def check_request(options: CompileOptions) -> Target:
+    from .precision_plan import check_precision
+
     target = get_target(options.target)
     if options.emit not in EMIT_CHOICES:
         raise TargetError(f"unknown --emit '{options.emit}'; valid: {', '.join(EMIT_CHOICES)}")
@@ -136,6 +183,9 @@ def check_request(options: CompileOptions) -> Target:
             f"Use --emit linalg, or the default artifact (which holds the optimized MLIR)")
     if options.precision not in PRECISIONS:
         raise TargetError(f"unknown --precision '{options.precision}'; valid: {', '.join(PRECISIONS)}")
+    check_precision(options.precision, target)
+    if options.precision_plan_file and options.precision not in ("fp32", "auto"):
+        raise TargetError(f"--precision-plan replays a plan: drop --precision {options.precision}")
     return target
 
 
@@ -146,6 +196,8 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     from . import iree_backend
 
     with ctx:
+        if options.uses_plan:
+            graph_lowering.attach_precision_plan(module_op, options.plan.ir_plan())
         run_pipeline(module_op, graph_decision_pipeline(options), "graph", stage="graph")
         if options.emit == "inferx":
             return CompileResult(output=_asm(module_op))
@@ -160,7 +212,8 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     manifest = Manifest(model=model_info, target=target.to_json(), compiler=stack_versions(),
                         iree_flags=flags, pipeline=pipeline,
                         inputs=inputs, outputs=outputs, executable=target.executable,
-                        precision_plan={"mode": options.precision, "layers": []})
+                        precision_plan=(options.plan.to_json() if options.plan is not None
+                                        else {"mode": options.precision, "layers": []}))
     if not target.executable:
         manifest.module = MODULE_MLIR
         manifest.notes.append(f"no executable: {target.route_note}")
@@ -176,6 +229,10 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
                                            dispatch_pipeline(target, options), build_files(target, options),
                                            forced_data_tiling=options.data_tiling is not None)
     manifest.iree_flags = flags
+    if result.parameter_keys is not None:  # exactly what the module reads; quantized weights derived
+        from . import quantization
+
+        weights = quantization.materialize(result.parameter_keys, weights)
     manifest.module = MODULE_VMFB
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
@@ -186,8 +243,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
         manifest.tuning_db = {"sha256": tuning_db.sha256(options.tuning_db),
                               "entries_used": sum(d.get("config_source") == "tuned" for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
-                         decisions=result.decisions,
-                         weights=weights)
+                         decisions=result.decisions, weights=weights, plan=options.plan)
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"

@@ -159,6 +159,18 @@ def mark_parameter_args(module_op, parameter_keys: dict[int, str]) -> None:
         entry.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
+def attach_precision_plan(module_op, plan: dict[str, str]) -> None:
+    """Attach the precision plan (layer -> IR precision) as `inferx.precision_plan` on the module,
+    where inferx-annotate-precision{from-plan=true} reads it."""
+    from torch_mlir import ir
+
+    from .dialects.inferx import PLAN_ATTR
+
+    with module_op.context:
+        module_op.attributes[PLAN_ATTR] = ir.DictAttr.get(
+            {layer: ir.StringAttr.get(p) for layer, p in sorted(plan.items())})
+
+
 def trailing_parameter_keys(n_user_inputs: int, keys: list[str]) -> dict[int, str]:
     """Lifted ONNX weights follow the user inputs, in order."""
     return {n_user_inputs + i: k for i, k in enumerate(keys)}

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .errors import PipelineError
 from .log import BuildLog
+from .passes.bind_parameters import bound_keys
 from .passes.pipeline import run_pipeline, save_reproducer
 
 DISPATCH_PHASE = "executable-sources"
@@ -30,6 +31,7 @@ class IreeResult:
     vmfb: bytes
     dispatches: list[dict] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)  # what the passes decided, op by op
+    parameter_keys: list[str] | None = None  # what the module reads from the archive (None: unknown)
 
 
 def _phase_setters():
@@ -64,6 +66,7 @@ class _Compiler:
             raise PipelineError(f"IREE rejected the compiler flags: {e}") from None
         self.diagnostics: list[str] = []
         self.decisions: list[dict] = []
+        self.parameter_keys: list[str] | None = None
         self.session.context.attach_diagnostic_handler(self._on_diagnostic)
 
     def close(self) -> None:
@@ -120,6 +123,7 @@ def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: st
     module_op = compiler.parse(bytecode)
     with compiler.session.context, collecting() as remarks:
         run_pipeline(module_op, input_pipeline, "iree", stage="iree-input")
+        compiler.parameter_keys = bound_keys(module_op)
     compiler.decisions = [{"pass": r.pass_name, "function": r.function, "node": r.node,
                            "decision": r.message} for r in remarks]
     inv = compiler.run_phases(module_op, compile_from=None, compile_to=DISPATCH_PHASE,
@@ -221,7 +225,7 @@ def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
     finally:
         compiler.close()
     log.step(f"IREE: wrote the VM module ({len(vmfb) / 2**10:.0f} KiB)")
-    return IreeResult(vmfb, dispatches, compiler.decisions)
+    return IreeResult(vmfb, dispatches, compiler.decisions, compiler.parameter_keys)
 
 
 def compile_to_sources_text(bytecode: bytes, flags: list[str], *, input_pipeline: str,

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from .errors import InferXError
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "auto")
+# Modes decided layer by layer through a precision plan (precision_plan.py); the others are uniform.
+PLAN_MODES = ("int8", "int4", "auto")
 ATTENTION_CHOICES = ("auto", "on", "off")
 # The rewriting passes a build may leave out (--disable-pass), to measure what each one is worth.
 # The others carry the model's meaning (import, precision, parameters, the output entry).
@@ -32,6 +34,11 @@ class CompileOptions:
     data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced
     keep_f64: bool = False  # set by the driver when the model computes in float64
     disabled_passes: tuple[str, ...] = ()  # OPTIONAL_PASSES left out of this build
+    group_size: int = 128  # int4 weights: elements per scale along the reduction
+    calibration: Optional[str] = None  # .npz file or directory (--calibration)
+    accuracy_budget: Optional[float] = None  # relative L2 against fp32 (auto: default 0.01)
+    precision_plan_file: Optional[str] = None  # replay this plan (--precision-plan)
+    plan: Any = field(default=None, compare=False)  # the resolved PrecisionPlan (set by the driver)
 
     def __post_init__(self):
         unknown = [p for p in self.disabled_passes if p not in OPTIONAL_PASSES]
@@ -41,6 +48,16 @@ class CompileOptions:
         if self.tuning_db and not self.runs("inferx-dispatch-config"):
             raise InferXError("--tuning-db/--tune apply configurations through inferx-dispatch-config, "
                               "which --disable-pass leaves out; drop one of them")
+
+        if self.group_size <= 0 or self.group_size % 2:
+            raise InferXError(f"--group-size must be a positive even number, got {self.group_size}")
+        if self.accuracy_budget is not None and not self.accuracy_budget > 0:
+            raise InferXError(f"--accuracy-budget must be > 0 (a relative L2 error), got {self.accuracy_budget}")
+
+    @property
+    def uses_plan(self) -> bool:
+        """Whether precisions are decided per layer (a plan file, int8, int4 or auto)."""
+        return self.precision in PLAN_MODES or self.precision_plan_file is not None
 
     def runs(self, pass_name: str) -> bool:
         """Whether an optional pass is part of this build (not disabled)."""

@@ -36,6 +36,11 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
     log = BuildLog(quiet=quiet)
     options = driver.CompileOptions(target=target, precision=precision)
     target_obj = driver.check_request(options)
+    if options.uses_plan:
+        from .precision_plan import PrecisionError
+
+        raise PrecisionError(f"precision '{precision}' is planned per ONNX layer: export the module to "
+                             f"ONNX and use inferx-compile (PyTorch modules take fp32, fp16 or bf16)")
     program = _export(module, tuple(example_inputs), dynamic_shapes)
     ctx = new_graph_context()
     with ctx:

@@ -15,8 +15,15 @@ convolutions gave ResNet-50 a relative error of 0.25 on an H200, while static co
 rewritten into matmuls by inferx-conv-strategy, whose f16 code is right there); `all` (the
 default) demotes every one.
 
-Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all}`;
-precision is f16 or bf16.
+`from-plan=true` annotates from the module's `inferx.precision_plan` instead (a dictionary
+layer -> precision that the driver attaches from the precision plan; a layer is the ONNX node
+an op was imported from, its name location): each contraction of a listed layer gets that
+layer's precision (f32 entries are left unannotated), whatever `precision` says; integer
+precisions (i8, i4) are carried out later by inferx-quantize-contractions. A lowered entry that
+matches no contraction fails the pass, naming it (a plan for another model).
+
+Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all from-plan=false}`;
+precision is f16, bf16, i8 or i4.
 """
 
 from __future__ import annotations
@@ -26,9 +33,9 @@ from typing import ClassVar, Literal
 
 from torch_mlir import ir
 
-from inferx_compiler.dialects.inferx import PRECISION_ATTR
+from inferx_compiler.dialects.inferx import PLAN_ATTR, PRECISION_ATTR, PRECISIONS
 
-from .base import ModulePass
+from .base import ModulePass, PassFailure
 from .linalg_analysis import collect, estimate_flops, is_contraction
 
 
@@ -69,14 +76,62 @@ class AnnotatePrecision(ModulePass):
     level: ClassVar[str] = "graph"
     summary: ClassVar[str] = "mark f32 contractions for f16/bf16 inputs"
 
-    precision: Literal["f16", "bf16"] = "f16"
+    precision: Literal["f16", "bf16", "i8", "i4"] = "f16"
     min_flops: int = 0
     convolutions: Literal["all", "static", "none"] = "all"
+    from_plan: bool = False
 
     def __post_init__(self):
         if self.min_flops < 0:
             raise ValueError(f"min-flops must be >= 0, got {self.min_flops}")
 
     def run(self, module) -> None:
+        if self.from_plan:
+            annotate_from_plan(module, read_plan(module))
+            return
         for op in collect(module, lambda o: o.name.startswith("linalg.")):
             annotate_contraction(op, self.precision, self.min_flops, self.convolutions)
+
+
+def layer_name(op: ir.Operation) -> str:
+    """The ONNX node an op was imported from: the first name in its location ("" if none)."""
+    loc = op.location
+    for _ in range(8):
+        if hasattr(loc, "name_str"):
+            try:
+                return loc.name_str
+            except (ValueError, TypeError):
+                pass
+        try:
+            loc = loc.child_loc
+        except (ValueError, TypeError, AttributeError):
+            break
+    return ""
+
+
+def read_plan(module: ir.Operation) -> dict[str, str]:
+    if PLAN_ATTR not in module.attributes:
+        raise PassFailure(f"from-plan=true needs the module attribute {PLAN_ATTR}", op=module)
+    plan = {}
+    for entry in ir.DictAttr(module.attributes[PLAN_ATTR]):
+        value = entry.attr
+        if not isinstance(value, ir.StringAttr) or value.value not in PRECISIONS:
+            raise PassFailure(f"{PLAN_ATTR}: layer '{entry.name}' has precision {value}; valid: "
+                              + ", ".join(PRECISIONS), op=module)
+        plan[entry.name] = value.value
+    return plan
+
+
+def annotate_from_plan(module: ir.Operation, plan: dict[str, str]) -> None:
+    seen = set()
+    for op in collect(module, lambda o: o.name.startswith("linalg.") and is_contraction(o)):
+        layer = layer_name(op)
+        if layer not in plan:
+            continue
+        seen.add(layer)
+        if plan[layer] != "f32" and PRECISION_ATTR not in op.attributes and _all_f32(op):
+            op.attributes[PRECISION_ATTR] = ir.StringAttr.get(plan[layer])
+    missing = sorted(layer for layer in set(plan) - seen if plan[layer] != "f32")
+    if missing:
+        raise PassFailure(f"{PLAN_ATTR} names layers that have no contraction in this module: "
+                          + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else ""), op=module)

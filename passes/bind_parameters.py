@@ -14,6 +14,9 @@ Why: weights then never enter the IR; the runtime maps them from the artifact's
 parameter archive, and IREE inlines the call and hoists work on the constant weights.
 Entry functions that name the same parameter key (a model's static-shape functions beside its
 dynamic one) load the same global: the weights exist once.
+The keys bound are listed on the module as `inferx.parameter_keys` (an array of strings, in
+binding order): what the artifact's parameter archive must hold (the driver reads it; keys
+derived by inferx-quantize-contractions are computed from their source weights then).
 Spelled `inferx-bind-parameters{scope=model}`.
 """
 
@@ -27,6 +30,16 @@ from .base import ModulePass, PassFailure
 from .func_util import arg_attrs, public_functions
 
 IMPL_PREFIX = "_inferx_impl_"
+KEYS_ATTR = "inferx.parameter_keys"
+
+
+def bound_keys(module) -> list[str] | None:
+    """The parameter keys a bound module reads (None when the pass did not record any)."""
+    from iree.compiler import ir
+
+    if KEYS_ATTR not in module.attributes:
+        return None
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(module.attributes[KEYS_ATTR])]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +55,11 @@ class BindParameters(ModulePass):
             keys = _parameter_keys(func_op)
             if any(k is not None for k in keys):
                 _bind(module, func_op, keys, self.scope, globals_by_key)
+        if globals_by_key:
+            from iree.compiler import ir
+
+            with module.context:
+                module.attributes[KEYS_ATTR] = ir.ArrayAttr.get([ir.StringAttr.get(k) for k in globals_by_key])
 
 
 def _parameter_keys(func_op) -> list:

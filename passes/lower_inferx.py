@@ -14,7 +14,9 @@ dequantization it can fuse into the consuming matmul. Rounding is round-half-to-
 (`math.roundeven`). Storage stays a signless integer tensor of the storage width:
 i8 for "i8"/"u8" and i4 for "i4"/"u4" (IREE packs i4 two to a byte); unsigned storage
 is widened with `arith.extui`, signed with `arith.extsi`. The precision annotation
-`inferx.precision` is dropped from every op, so the module holds no `inferx` name.
+`inferx.precision` is dropped from every op except the integer ones ("i8", "i4"), which
+inferx-quantize-contractions carries out in IREE's context (a discardable attribute crosses;
+the dialect's ops do not), and so is the module's `inferx.precision_plan`.
 
 Spelled `inferx-lower-to-linalg` (no options).
 """
@@ -29,7 +31,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, math, tensor
 
 from inferx_compiler.dialects.inferx import (
-    PRECISION_ATTR, DequantizeOp, QuantizeOp, QuantScheme, read_scheme)
+    IREE_LEVEL_PRECISIONS, PLAN_ATTR, PRECISION_ATTR, DequantizeOp, QuantizeOp, QuantScheme, read_scheme)
 
 from .base import ModulePass, PassFailure
 from .linalg_analysis import collect
@@ -171,8 +173,12 @@ def lower_dequantize(op) -> bool:
 
 
 def drop_precision_annotation(op) -> bool:
-    """Remove `inferx.precision` (a decision already applied or not taken)."""
+    """Remove `inferx.precision` (a decision already applied or not taken); integer decisions
+    stay for IREE's level."""
     if PRECISION_ATTR not in op.attributes:
+        return False
+    attr = op.attributes[PRECISION_ATTR]
+    if isinstance(attr, ir.StringAttr) and attr.value in IREE_LEVEL_PRECISIONS:
         return False
     del op.attributes[PRECISION_ATTR]
     return True
@@ -195,3 +201,5 @@ class LowerInferXToLinalg(ModulePass):
                 raise PassFailure(f"no lowering for '{op.name}'", op=op)
         for op in collect(module, lambda o: PRECISION_ATTR in o.attributes):
             drop_precision_annotation(op)
+        if PLAN_ATTR in module.attributes:
+            del module.attributes[PLAN_ATTR]

@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Optional
 
+from inferx_compiler.dialects.inferx import PRECISION_ATTR
+
 from .base import ModulePass
 from .iree_ir import defining_op, generic
 from .linalg_analysis import collect, indexing_maps
@@ -140,6 +142,8 @@ def rewrite(matmul, shared: SharedOperand) -> None:
         init2 = tensor.CollapseShapeOp(ir.RankedTensorType.get([rows, init.type.shape[2]], acc_t),
                                        init, [[0, 1], [2]]).result
         product = linalg.matmul(x2, weight, outs=[init2])
+        if PRECISION_ATTR in matmul.attributes:  # a decision for a later pass travels with the op
+            defining_op(product).attributes[PRECISION_ATTR] = matmul.attributes[PRECISION_ATTR]
         sizes = [tensor.dim(init, arith.constant(ir.IndexType.get(), i)) if s == dyn else None
                  for i, s in enumerate(init.type.shape[:2])]
         out = tensor.ExpandShapeOp(init.type, product, [[0, 1], [2]], [s for s in sizes if s is not None],

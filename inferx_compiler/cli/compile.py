@@ -31,7 +31,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop at a stage: torch, linalg, inferx, executable-sources (text MLIR), "
                         "vmfb (IREE module alone, weights inlined), artifact (default)")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="contraction precision (fp16/bf16 keep f32 accumulation)")
+                   help="contraction precision: fp32, fp16/bf16 (f32 accumulation), int8/int4 (CPU: "
+                        "integer weights, int8 activations quantized per row at run time), auto (per "
+                        "layer, the cheapest within --accuracy-budget), fp8 (refused: IREE 3.13 cannot "
+                        "lower it)")
+    p.add_argument("--calibration", metavar="DATA.npz|DIR",
+                   help="calibration samples: an .npz keyed by input name (samples along the first dim) "
+                        "or a directory of them; measures each layer's sensitivity")
+    p.add_argument("--accuracy-budget", type=float, metavar="ERR",
+                   help="largest model error allowed (relative L2 against fp32; auto's default 0.01)")
+    p.add_argument("--group-size", type=int, default=128, metavar="G",
+                   help="int4: weights per scale along the reduction (default 128)")
+    p.add_argument("--precision-plan", metavar="PLAN.json",
+                   help="build with this precision plan (from --emit-plan): the same plan gives the same artifact")
+    p.add_argument("--emit-plan", metavar="FILE",
+                   help="write the precision plan used as JSON (alone, without building, when -o is not given)")
+    p.add_argument("--plan-chart", metavar="FILE.png",
+                   help="draw precision and measured sensitivity per layer (needs matplotlib)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag passed to IREE (repeatable; recorded in the manifest)")
     p.add_argument("--batch-sizes", metavar="1,2,4,8",
@@ -95,15 +111,19 @@ def _work(args) -> int:
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
                              conv_algorithms=_conv_algorithms(args.conv_algorithms),
                              tuning_db=args.tuning_db, fuse_attention=args.fuse_attention,
-                             disabled_passes=tuple(args.disable_pass))
+                             disabled_passes=tuple(args.disable_pass), group_size=args.group_size,
+                             calibration=args.calibration, accuracy_budget=args.accuracy_budget,
+                             precision_plan_file=args.precision_plan)
     get_target(args.target)
     if args.dump_pipeline:
         print(format_pipeline(describe_pipeline(options)))
         return 0
     if not args.model:
         raise InferXError("no model given: inferx-compile MODEL.onnx --target T -o OUT")
-    out = args.output or _default_output(args.model, args.emit)
     log = BuildLog(quiet=args.quiet)
+    if (args.emit_plan or args.plan_chart) and not args.output:
+        return _plan_only(args, options, log)
+    out = args.output or _default_output(args.model, args.emit)
     t0 = time.monotonic()
     if args.tune:
         from inferx_compiler.tuning import tune
@@ -112,6 +132,8 @@ def _work(args) -> int:
         tune(args.model, options, log, db)
         options = dataclasses.replace(options, tuning_db=db)
     result = compile_onnx_file(args.model, options, log)
+    if result.plan is not None:
+        _write_plan_files(result.plan, args, log)
     if args.explain:
         from inferx_compiler.explain import format_explanation
 
@@ -130,6 +152,27 @@ def _work(args) -> int:
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
     return 0
+
+
+def _plan_only(args, options: CompileOptions, log: BuildLog) -> int:
+    """--emit-plan / --plan-chart without -o: decide the plan, write it, build nothing."""
+    from inferx_compiler.driver import plan_onnx_file
+
+    _write_plan_files(plan_onnx_file(args.model, options, log), args, log)
+    return 0
+
+
+def _write_plan_files(plan, args, log: BuildLog) -> None:
+    if args.emit_plan:
+        with open(args.emit_plan, "w") as f:
+            json.dump(plan.to_json(), f, indent=1, sort_keys=True)
+            f.write("\n")
+        log.step(f"wrote the precision plan to {args.emit_plan}")
+    if args.plan_chart:
+        from inferx_compiler.precision_plan import write_chart
+
+        write_chart(plan, args.plan_chart)
+        log.step(f"wrote the precision chart to {args.plan_chart}")
 
 
 def _conv_algorithms(text: str) -> str:

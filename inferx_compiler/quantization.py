@@ -1,0 +1,153 @@
+"""Integer weight schemes: what an int8/int4 layer stores, computed from its f32 weight.
+
+The IR pass `inferx-quantize-contractions` rewrites a contraction to read its weight through
+one of these schemes and names the stored tensors after the weight they derive from:
+
+    "<weight key>#q:int8"            int8 [K, N], symmetric, one scale per output column
+    "<weight key>#q:int8:scale"      f32 [N]
+    "<weight key>#q:int4g<G>"        int4 [K/G, G, N], symmetric (-7..7), packed two per byte
+    "<weight key>#q:int4g<G>:scale"  f32 [K/G, N]
+
+(a trailing "t" after the scheme, "#q:int8t", means the layer reads the weight transposed,
+as ONNX Gemm transB=1 does: the scheme is applied to W^T.) The driver then materializes every
+parameter key the compiled module names (`materialize`), so the artifact stores the integer
+weights and not the f32 ones. The same functions give the sensitivity analysis its
+fake-quantized weights (`fake_quantize`), so what is measured is what is compiled.
+
+Rounding is round-half-to-even (numpy's `rint`), as IREE's `math.roundeven` does for the
+activations. int4 values are stored as IREE packs `i4` tensors: element 2i in the low nibble
+of byte i, element 2i+1 in the high nibble.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+SEPARATOR = "#q:"
+INT8_MAX = 127
+INT4_MAX = 7
+_SCHEME = re.compile(r"^(int8|int4g(\d+))(t?)(:scale)?$")
+
+
+@dataclass(frozen=True)
+class WeightScheme:
+    """How one layer's weight is stored: int8 per column, or int4 in groups along K."""
+
+    kind: str  # "int8" | "int4"
+    group_size: int = 0  # int4 only
+    transposed: bool = False  # the layer reads W^T (Gemm transB=1)
+
+    @property
+    def tag(self) -> str:
+        name = "int8" if self.kind == "int8" else f"int4g{self.group_size}"
+        return name + ("t" if self.transposed else "")
+
+    def weight_key(self, source: str) -> str:
+        return f"{source}{SEPARATOR}{self.tag}"
+
+    def scale_key(self, source: str) -> str:
+        return f"{source}{SEPARATOR}{self.tag}:scale"
+
+
+def parse_key(key: str):
+    """(source key, scheme, is_scale) for a derived key, None for an ordinary weight key."""
+    source, sep, tag = key.rpartition(SEPARATOR)
+    m = _SCHEME.match(tag) if sep else None
+    if not m:
+        return None
+    kind = "int8" if m.group(1) == "int8" else "int4"
+    scheme = WeightScheme(kind, int(m.group(2) or 0), bool(m.group(3)))
+    return source, scheme, bool(m.group(4))
+
+
+def _oriented(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
+    if w.ndim != 2:
+        raise ValueError(f"integer weight schemes take 2-D weights, got shape {list(w.shape)}")
+    w = np.asarray(w, np.float32)
+    return np.ascontiguousarray(w.T) if scheme.transposed else w
+
+
+def _safe(scale: np.ndarray) -> np.ndarray:
+    """A zero column/group quantizes to zeros with scale 1 (never a division by zero)."""
+    return np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+def quantize_int8(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[K, N] f32 -> (q int8 [K, N], scale f32 [N]): one symmetric scale per output column."""
+    scale = _safe(np.abs(w).max(axis=0) / INT8_MAX)
+    q = np.clip(np.rint(w / scale), -INT8_MAX, INT8_MAX).astype(np.int8)
+    return q, scale
+
+
+def quantize_int4(w: np.ndarray, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """[K, N] f32 -> (q int8 values in -7..7, shape [K/G, G, N]; scale f32 [K/G, N])."""
+    k, n = w.shape
+    if group_size <= 0 or k % group_size:
+        raise ValueError(f"int4 groups of {group_size} do not divide the reduction size {k}")
+    groups = w.reshape(k // group_size, group_size, n)
+    scale = _safe(np.abs(groups).max(axis=1) / INT4_MAX)
+    q = np.clip(np.rint(groups / scale[:, None, :]), -INT4_MAX, INT4_MAX).astype(np.int8)
+    return q, scale
+
+
+def pack_int4(q: np.ndarray) -> np.ndarray:
+    """int4 values (int8 array, -8..7) -> bytes, two per byte, low nibble first (IREE's i4)."""
+    flat = q.reshape(-1).astype(np.uint8) & 0x0F
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+
+
+def unpack_int4(packed: np.ndarray, shape) -> np.ndarray:
+    """The inverse of pack_int4: int8 values of `shape`."""
+    low = (packed & 0x0F).astype(np.int8)
+    high = (packed >> 4).astype(np.int8)
+    flat = np.empty(packed.size * 2, np.int8)
+    flat[0::2], flat[1::2] = low, high
+    flat = np.where(flat > 7, flat - 16, flat).astype(np.int8)
+    return flat[:int(np.prod(shape))].reshape(shape)
+
+
+def stored_arrays(w: np.ndarray, scheme: WeightScheme) -> tuple[np.ndarray, np.ndarray]:
+    """(stored weight, scale) as the artifact holds them for this scheme."""
+    w = _oriented(w, scheme)
+    if scheme.kind == "int8":
+        return quantize_int8(w)
+    q, scale = quantize_int4(w, scheme.group_size)
+    return pack_int4(q), scale
+
+
+def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
+    """The f32 weight the compiled layer computes with (same orientation as `w`)."""
+    ww = _oriented(w, scheme)
+    if scheme.kind == "int8":
+        q, scale = quantize_int8(ww)
+        out = q.astype(np.float32) * scale
+    else:
+        q, scale = quantize_int4(ww, scheme.group_size)
+        out = (q.astype(np.float32) * scale[:, None, :]).reshape(ww.shape)
+    return np.ascontiguousarray(out.T) if scheme.transposed else out
+
+
+def materialize(keys, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The parameter arrays the compiled module names: ordinary keys as they are, derived
+    keys computed from their source weight (each source quantized once)."""
+    out: dict[str, np.ndarray] = {}
+    cache: dict[tuple, tuple] = {}
+    for key in keys:
+        if key in weights:
+            out[key] = weights[key]
+            continue
+        parsed = parse_key(key)
+        if parsed is None or parsed[0] not in weights:
+            raise KeyError(f"the compiled module names parameter '{key}', which neither the model "
+                           f"nor a quantization scheme provides")
+        source, scheme, is_scale = parsed
+        if (source, scheme) not in cache:
+            cache[(source, scheme)] = stored_arrays(weights[source], scheme)
+        stored, scale = cache[(source, scheme)]
+        out[key] = scale if is_scale else stored
+    return out
