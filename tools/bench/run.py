@@ -52,12 +52,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import models  # noqa: E402
 
-ALL_SYSTEMS = ["inferx-fp32", "inferx-tuned", "inferx-bf16", "inferx-fp16", "iree", "ort", "ort-int8", "torch",
+ALL_SYSTEMS = ["inferx-fp32", "inferx-tuned", "inferx-bf16", "inferx-fp16", "inferx-int8", "inferx-int4",
+               "inferx-auto", "iree", "ort", "ort-int8", "torch",
                "torch-compile"]
 PRECISION = {"inferx-fp32": "fp32", "inferx-tuned": "fp32", "inferx-bf16": "bf16", "inferx-fp16": "fp16",
+             "inferx-int8": "int8", "inferx-int4": "int4", "inferx-auto": "auto",
              "iree": "fp32", "ort": "fp32",
              "ort-int8": "int8", "torch": "fp32", "torch-compile": "fp32"}
-DEFAULT_TOL = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 2e-2, "int8": 2e-2}
+# int4 and auto: reported, not judged tightly (auto's own budget is 1% on its calibration data)
+DEFAULT_TOL = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 2e-2, "int8": 2e-2, "int4": 0.25, "auto": 5e-2}
+CALIBRATION_SEED = 99  # inferx-auto calibrates on inputs of another seed than the measured ones
 IREE_CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
                   "--iree-llvmcpu-target-cpu=host"]
 MODES = {  # mode -> models, rounds, iters per round, warm-up calls
@@ -69,6 +73,14 @@ MODES = {  # mode -> models, rounds, iters per round, warm-up calls
 
 def log(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _calibration_file(onnx_path: str, stem: str, samples: int = 8) -> str:
+    """Seeded calibration samples (CALIBRATION_SEED, batch 1 each) for inferx-auto."""
+    path = stem + ".calibration.npz"
+    parts = [models.feeds(onnx_path, 1, seed=CALIBRATION_SEED + i) for i in range(samples)]
+    np.savez(path, **{k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    return path
 
 
 def rel_l2(got, ref) -> float:
@@ -153,6 +165,8 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
                 cmd += ["--batch-sizes", ",".join(map(str, batches)), "--no-measure"]
             if system == "inferx-tuned":
                 cmd += ["--tune", "--tuning-db", stem + ".tuning.json"]
+            if system == "inferx-auto":
+                cmd += ["--calibration", _calibration_file(onnx_path, stem)]
             wall, rss, rc = measured(cmd, logf)
             meta.update(compile_s=wall, peak_rss_mib=rss, files=[out], commands=[cmd])
         elif system == "iree":
