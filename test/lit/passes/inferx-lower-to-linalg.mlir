@@ -94,11 +94,17 @@ func.func @quantize_dynamic_f16(%x: tensor<?x64xf16>) -> tensor<?x64xi8> {
   return %q : tensor<?x64xi8>
 }
 
-// A precision annotation left over (not applied) is dropped: nothing of inferx crosses.
+// A float precision annotation left over (not applied) is dropped; an integer one stays for
+// inferx-quantize-contractions in IREE's context.
 // CHECK-LABEL: func.func @annotation_dropped(
 // CHECK:         linalg.matmul ins(
-// CHECK-NOT:     inferx.precision
+// CHECK-LABEL: func.func @integer_annotation_kept(
+// CHECK:         linalg.matmul {inferx.precision = "i4"} ins(
 func.func @annotation_dropped(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
-  %0 = linalg.matmul {inferx.precision = "i8"} ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %0 = linalg.matmul {inferx.precision = "f16"} ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %0 : tensor<4x16xf32>
+}
+func.func @integer_annotation_kept(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %0 = linalg.matmul {inferx.precision = "i4"} ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
