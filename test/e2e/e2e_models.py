@@ -183,6 +183,29 @@ def conv_zoo(seed=4, size=20):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 24, 3, 3])], inits)
 
 
+def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0):
+    """MatMul + ReLU layers where the input of layer `sensitive` has one outlier channel: the
+    layer before scales that output column up by `outlier`, and the sensitive layer scales the
+    matching weight row down by as much (the model computes the same function). Quantizing the
+    sensitive layer's activations per row then spends the int8 range on the outlier and rounds
+    every other channel to a few levels: that layer must stay in floating point; the others lose
+    about 1% each at int8. Layers fc0..fc{n-1}, weights w0..; input x [batch, width]."""
+    rng = np.random.default_rng(seed)
+    ws = [_w(rng, width, width) for _ in range(layers)]
+    ws[sensitive - 1][:, 0] *= outlier
+    ws[sensitive][0, :] /= outlier
+    nodes, inits, cur = [], {}, "x"
+    for i in range(layers):
+        inits[f"w{i}"] = ws[i]
+        nodes.append(helper.make_node("MatMul", [cur, f"w{i}"], [f"m{i}"], name=f"fc{i}"))
+        last = i == layers - 1
+        nodes.append(helper.make_node("Identity" if last else "Relu", [f"m{i}"], ["y" if last else f"r{i}"],
+                                      name=f"act{i}"))
+        cur = f"r{i}"
+    return _model(nodes, "sensitive_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])], inits)
+
+
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": transformer_block, "wide_mlp": wide_mlp}
 
 

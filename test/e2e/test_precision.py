@@ -1,0 +1,183 @@
+"""Per-layer precision: int8/int4 layers compiled for this CPU, calibrated `auto`, plan files.
+
+Numbers are checked two ways: against onnxruntime fp32 (the error a user sees, which must be
+there: a build that silently stayed fp32 fails), and against the onnxruntime emulation of the
+plan (calibration.py) that `auto` decides with: the compiled code must compute what was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+
+import numpy as np
+import onnx
+import pytest
+
+import inferx_compiler
+from e2e_models import random_inputs, sensitive_mlp, wide_mlp
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler import calibration, onnx_frontend, precision_plan
+from inferx_compiler.cli.common import python_entry
+from inferx_compiler.log import BuildLog
+
+
+def _compile(*args) -> subprocess.CompletedProcess:
+    proc = subprocess.run(python_entry("inferx_compiler.cli.compile") + [str(a) for a in args],
+                          capture_output=True, text=True)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def _manifest(artifact) -> dict:
+    with zipfile.ZipFile(artifact) as z:
+        return json.loads(z.read("manifest.json"))
+
+
+def _emulated(model_path: str, precision: str, feeds: dict, group_size: int) -> np.ndarray:
+    """The model's output with every layer at `precision`, as calibration.py emulates it."""
+    model, digest = onnx_frontend.load_model(model_path)
+    prepared = onnx_frontend.prepare(model, name="m", sha256=digest, log=BuildLog(quiet=True))
+    layers = precision_plan.model_layers(prepared.proto, prepared.weights)
+    emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"int8"}, group_size, feeds, feeds)
+    return emulator._outputs({l.layer: precision for l in layers}, feeds)[0][0]
+
+
+@pytest.mark.parametrize("precision, weight_ratio", [("int8", 0.27), ("int4", 0.16)])
+def test_integer_layers_compute_the_emulated_plan(tmp_path, precision, weight_ratio):
+    path = save(wide_mlp(width=256, layers=2), tmp_path / "m.onnx")
+    out = tmp_path / f"m_{precision}.ixa"
+    proc = _compile(path, "--target", "cpu", "--precision", precision, "--group-size", 64, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    feeds = random_inputs(onnx.load(path), 4, seed=3)
+    got = inferx_compiler.load(str(out)).run(feeds)["y"]
+    ref = onnxruntime_outputs(path, feeds)["y"]
+    emulated = _emulated(path, precision, feeds, 64)
+    assert rel_l2(got, emulated) < 2e-3  # the compiled layers compute the measured ones
+    error = rel_l2(got, ref)
+    assert 1e-3 < error < (0.03 if precision == "int8" else 0.25)  # quantized, and not broken
+    manifest = _manifest(out)
+    keys_bytes = manifest["weights"]["bytes"]
+    fp32_bytes = sum(l["bytes_fp32"] for l in manifest["precision_plan"]["layers"])
+    assert keys_bytes < weight_ratio * fp32_bytes + 4096  # the f32 weights are not stored
+    assert [l["precision"] for l in manifest["precision_plan"]["layers"]] == [precision] * 2
+    report = json.loads(zipfile.ZipFile(out).read("report.json"))
+    decided = [d for d in report["decisions"] if d["pass"] == "inferx-quantize-contractions"]
+    assert {d["node"] for d in decided} == {"linear0", "linear1"}
+
+
+def test_auto_keeps_the_sensitive_layer_and_meets_its_budget(tmp_path):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    np.savez(tmp_path / "cal.npz", **random_inputs(onnx.load(path), 12, seed=1))
+    out, plan_file, chart = tmp_path / "s.ixa", tmp_path / "plan.json", tmp_path / "plan.png"
+    proc = _compile(path, "--target", "cpu", "--precision", "auto", "--calibration", tmp_path / "cal.npz",
+                    "--accuracy-budget", 0.05, "--emit-plan", plan_file, "--plan-chart", chart, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "sensitivity" in proc.stderr and "fc2" in proc.stderr  # progress and the table
+    plan = json.loads(plan_file.read_text())
+    chosen = {l["layer"]: l["precision"] for l in plan["layers"]}
+    assert chosen["fc2"] == "fp32"  # its int8 error alone is far over budget
+    assert all(chosen[f"fc{i}"] in ("int8", "int4") for i in (0, 1, 3))
+    sens = {l["layer"]: l["sensitivity"] for l in plan["layers"]}
+    assert sens["fc2"]["int8"] > 10 * max(sens[f"fc{i}"]["int8"] for i in (0, 1, 3))
+    assert plan["calibration"]["held_out_error"] <= 0.05
+    assert _manifest(out)["precision_plan"] == plan
+    held_out = random_inputs(onnx.load(path), 8, seed=7)  # samples neither step has seen
+    got = inferx_compiler.load(str(out)).run(held_out)["y"]
+    assert rel_l2(got, onnxruntime_outputs(path, held_out)["y"]) <= 0.05
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and chart.stat().st_size > 5000
+
+    replay = tmp_path / "replay.ixa"
+    proc = _compile(path, "--target", "cpu", "--precision-plan", plan_file, "-o", replay)
+    assert proc.returncode == 0, proc.stderr
+    assert replay.read_bytes() == out.read_bytes()
+
+
+def test_auto_without_calibration_warns_and_follows_the_rule(tmp_path):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    proc = _compile(path, "--target", "cpu", "--precision", "auto", "--emit-plan", tmp_path / "p.json")
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: no calibration data: rule-based plan" in proc.stderr
+    plan = json.loads((tmp_path / "p.json").read_text())
+    by_layer = {l["layer"]: l for l in plan["layers"]}
+    # fc1's weight has an outlier column (max|w|/std over the int4 threshold): at least int8;
+    # the first and last layers never go below int8
+    assert by_layer["fc1"]["outlier_ratio"] > precision_plan.OUTLIER_RATIO_INT8
+    assert {by_layer[n]["precision"] for n in ("fc0", "fc1", "fc3")} == {"int8"}
+    assert by_layer["fc2"]["precision"] == "int4"
+    assert not (tmp_path / "s.ixa").exists()  # --emit-plan without -o builds nothing
+
+
+def _bad_calibration(tmp_path, arrays) -> str:
+    np.savez(tmp_path / "bad.npz", **arrays)
+    return str(tmp_path / "bad.npz")
+
+
+@pytest.mark.parametrize("case, message", [
+    ("name", "missing: x; unknown: z"),
+    ("dtype", "input 'x' is float64, the model takes float32"),
+    ("shape", "input 'x' has shape [4, 100], the model takes [batch, 256]"),
+])
+def test_calibration_that_does_not_fit_the_model(tmp_path, case, message):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    arrays = {"name": {"z": np.zeros((4, 256), np.float32)},
+              "dtype": {"x": np.zeros((4, 256), np.float64)},
+              "shape": {"x": np.zeros((4, 100), np.float32)}}[case]
+    proc = _compile(path, "--target", "cpu", "--precision", "auto", "--calibration",
+                    _bad_calibration(tmp_path, arrays), "-o", tmp_path / "s.ixa")
+    assert proc.returncode != 0
+    assert message in proc.stderr and "bad.npz" in proc.stderr
+    assert not (tmp_path / "s.ixa").exists()
+
+
+def test_fixed_precision_over_budget_names_the_layers(tmp_path):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    np.savez(tmp_path / "cal.npz", **random_inputs(onnx.load(path), 8, seed=1))
+    proc = _compile(path, "--target", "cpu", "--precision", "int8", "--calibration", tmp_path / "cal.npz",
+                    "--accuracy-budget", 0.05, "-o", tmp_path / "s.ixa")
+    assert proc.returncode != 0
+    assert "--precision int8 misses --accuracy-budget 0.05" in proc.stderr
+    assert "fc2 (fp32)" in proc.stderr and "--precision auto" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--precision", "fp8", "--target", "h200"], "--precision fp8: not built"),
+    (["--precision", "int4", "--target", "h200"], "integer layers are built for CPU targets only"),
+    (["--precision", "int8", "--target", "cpu", "--accuracy-budget", "0.01"],
+     "--accuracy-budget needs --calibration data"),
+    (["--precision", "int4", "--target", "cpu", "--group-size", "3"], "--group-size must be a positive even number"),
+])
+def test_precision_requests_refused(tmp_path, args, message):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    proc = _compile(path, *args, "-o", tmp_path / "s.ixa")
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+def test_plan_of_another_model_is_refused(tmp_path):
+    path = save(sensitive_mlp(), tmp_path / "s.onnx")
+    other = save(wide_mlp(width=256, layers=2), tmp_path / "w.onnx")
+    assert _compile(other, "--target", "cpu", "--precision", "int8", "--emit-plan", tmp_path / "p.json").returncode == 0
+    proc = _compile(path, "--target", "cpu", "--precision-plan", tmp_path / "p.json", "-o", tmp_path / "s.ixa")
+    assert proc.returncode != 0
+    assert "layer 'linear0' is not a weight layer of this model" in proc.stderr
+
+
+def test_quantizers_round_trip_and_pack_as_iree_reads_i4():
+    from inferx_compiler import quantization as q
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 12)).astype(np.float32)
+    scheme = q.WeightScheme("int4", 16)
+    stored, scale = q.stored_arrays(w, scheme)
+    assert stored.dtype == np.uint8 and stored.size == 64 * 12 // 2 and scale.shape == (4, 12)
+    values = q.unpack_int4(stored, (4, 16, 12))
+    assert values.min() >= -7 and values.max() <= 7
+    assert np.array_equal(values, q.quantize_int4(w, 16)[0])
+    assert np.allclose((values * scale[:, None, :]).reshape(64, 12), q.fake_quantize(w, scheme))
+    assert q.pack_int4(np.array([1, -2], np.int8))[0] == 0xE1  # element 0 in the low nibble
+    assert q.parse_key(scheme.scale_key("a#b")) == ("a#b", scheme, True)
+    assert q.parse_key("plain.weight") is None
+    err = np.linalg.norm(q.fake_quantize(w, q.WeightScheme("int8")) - w) / np.linalg.norm(w)
+    assert 1e-4 < err < 1e-2
