@@ -136,7 +136,8 @@ def write_artifact(out_path: str, manifest: Manifest, module_bytes: bytes,
             members.append((WEIGHTS, irpa))
             manifest.weights = {"member": WEIGHTS, "format": "irpa", "scope": PARAMETER_SCOPE,
                                 "count": len(weights),
-                                "bytes": int(sum(w.nbytes for w in weights.values()))}
+                                "bytes": int(sum(w.nbytes for w in weights.values())),
+                                "keys": list(weights)}
         report_path = os.path.join(tmp, REPORT)
         with open(report_path, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)

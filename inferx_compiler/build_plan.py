@@ -104,7 +104,7 @@ def integer_flags(options: CompileOptions) -> list[str]:
     grows by at most 1 MiB by default; measured on this CPU, 4096x4096 int4 at batch 1:
     13.5 ms widened per call, 0.59 ms hoisted)."""
     layers = integer_layers(options)
-    if not layers:
+    if not layers or get_target(options.target).backend != "llvm-cpu":
         return []
     flags = ["--iree-llvmcpu-enable-ukernels=mmt4d"]
     int4 = [l for l in layers if l.precision == "int4"]

@@ -8,10 +8,15 @@ checked on them.
 Measurement runs the model in onnxruntime with each lowered layer *emulated* as the compiled code
 computes it (the same numpy quantizers, quantization.py): its weight replaced by the
 fake-quantized weight (int8 per column, int4 in groups, f16/bf16 rounding), its activation
-rounded as the compiled code rounds it (int8 per row for the integer layers; f16/bf16 for those).
+rounded as the compiled code rounds it (int8 per row for the CPU's integer layers, f16 for the
+GPU's weight-only ones; f16/bf16 for those).
 One onnxruntime session serves every measurement: weights are graph inputs, and each layer's
 activation rounding is blended in by a 0/1 gate input. Error is the relative L2 of all float
 outputs against the fp32 model's.
+
+    statistics             per layer, its input activations over the calibration data (largest
+                           magnitude, RMS, dominant-channel ratio), beside the weight statistics
+                           of precision_plan.model_layers (max |w| / std)
 
     sensitivity(layer, p)  the model's error with that layer alone at p
     auto                   every layer at its cheapest candidate; while the error (calibration and
@@ -98,14 +103,15 @@ def split_held_out(data: dict[str, np.ndarray]) -> tuple[dict, dict]:
 
 # -- emulation -------------------------------------------------------------------------------------
 
-def emulated_weight(w: np.ndarray, precision: str, layer: Layer, group_size: int) -> np.ndarray:
+def emulated_weight(w: np.ndarray, precision: str, layer: Layer, group_size: int,
+                    gpu: bool = False) -> np.ndarray:
     if precision == "fp32":
         return w
     if precision == "fp16":
         return w.astype(np.float16).astype(np.float32)
     if precision == "bf16":
         return _round_bf16(w)
-    scheme = quantization.WeightScheme(precision, group_size if precision == "int4" else 0, layer.transposed)
+    scheme = quantization.WeightScheme(precision, group_size if precision == "int4" else 0, layer.transposed, gpu)
     return quantization.fake_quantize(w, scheme)
 
 
@@ -180,8 +186,60 @@ def _rounding_nodes(kind: str, x: str, p: str, opset: int, nodes: list) -> str:
     return p
 
 
-def _activation_kind(precision: str) -> Optional[str]:
-    return "int8" if precision in INTEGER else (precision if precision in ("fp16", "bf16") else None)
+def activation_statistics(prepared, layers: list[Layer], weights, data) -> None:
+    """Each layer's input activations over the calibration data, from the fp32 model: the largest
+    magnitude, the RMS, and how far the largest channel stands out (largest channel max over the
+    median channel max): a layer whose input has one dominant channel loses the other channels
+    when its activations are quantized per row."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.ModelProto()
+    model.CopyFrom(prepared.proto)
+    graph = model.graph
+    typed = {vi.name: vi for vi in list(graph.value_info) + list(graph.input) + list(graph.output)}
+    by_name = {n.name: n for n in graph.node}
+    wanted = []
+    for layer in layers:
+        name = by_name[layer.layer].input[0]
+        if name in typed and name not in wanted:
+            wanted.append(name)
+            if name not in {o.name for o in graph.output}:
+                graph.output.append(typed[name])
+    if not wanted:
+        return
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    n = len(next(iter(data.values())))
+    stats = {w: [0.0, 0.0, 0, None] for w in wanted}  # absmax, sum of squares, count, channel maxima
+    for start in range(0, n, CHUNK_ROWS):
+        feeds = dict(weights)
+        feeds.update({k: v[start:start + CHUNK_ROWS] for k, v in data.items()})
+        for name, value in zip(wanted, session.run(wanted, feeds)):
+            a = np.abs(np.asarray(value, np.float64))
+            st = stats[name]
+            st[0] = max(st[0], float(a.max()) if a.size else 0.0)
+            st[1] += float(np.sum(a * a))
+            st[2] += a.size
+            channel = a.reshape(-1, a.shape[-1]).max(axis=0) if a.ndim else a.reshape(1)
+            st[3] = channel if st[3] is None else np.maximum(st[3], channel)
+    for layer in layers:
+        st = stats.get(by_name[layer.layer].input[0])
+        if st is None or not st[2]:
+            continue
+        rms = float(np.sqrt(st[1] / st[2]))
+        median = float(np.median(st[3])) or 1e-30
+        layer.activation = {"absmax": round(st[0], 6), "rms": round(rms, 6),
+                            "channel_outlier": round(float(st[3].max()) / median, 3)}
+
+
+def _activation_kind(precision: str, gpu: bool = False) -> Optional[str]:
+    """How the compiled layer rounds its activations: int8 per row (CPU integer layers), f16
+    (GPU weight-only integer layers and fp16), bf16, or not at all (fp32)."""
+    if precision in INTEGER:
+        return "fp16" if gpu else "int8"
+    return precision if precision in ("fp16", "bf16") else None
 
 
 @dataclass
@@ -198,16 +256,17 @@ class Emulator:
     reference: list
     reference_held: list
     cache: dict
+    gpu: bool = False  # integer layers in the GPU's weight-only form
 
     @classmethod
-    def build(cls, prepared, layers, weights, kinds, group_size, data, held_out):
+    def build(cls, prepared, layers, weights, kinds, group_size, data, held_out, gpu: bool = False):
         import onnxruntime as ort
 
         model = emulation_model(prepared.proto, layers, prepared.opset, kinds)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        e = cls(session, layers, weights, kinds, group_size, data, held_out, [], [], {})
+        e = cls(session, layers, weights, kinds, group_size, data, held_out, [], [], {}, gpu)
         fp32 = {l.layer: "fp32" for l in layers}
         e.reference = e._outputs(fp32, data)
         e.reference_held = e._outputs(fp32, held_out)
@@ -220,10 +279,12 @@ class Emulator:
             if p != "fp32":
                 key = (layer.weight, p, layer.transposed)
                 if key not in self.cache:
-                    self.cache[key] = emulated_weight(self.weights[layer.weight], p, layer, self.group_size)
+                    self.cache[key] = emulated_weight(self.weights[layer.weight], p, layer, self.group_size,
+                                                      self.gpu)
                 feeds[layer.weight] = self.cache[key]
             for kind in self.kinds:
-                feeds[_gate(kind, i)] = np.array(1.0 if _activation_kind(p) == kind else 0.0, np.float32)
+                feeds[_gate(kind, i)] = np.array(1.0 if _activation_kind(p, self.gpu) == kind else 0.0,
+                                                 np.float32)
         return feeds
 
     def _outputs(self, assignment, data) -> list:
@@ -293,11 +354,13 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
     it against the budget (a clear error naming the layers that would have to stay higher)."""
     options = candidates(target) if fixed is None else [fixed] + (["int8"] if fixed == "int4" else []) + ["fp32"]
     calibration, held_out = split_held_out(data)
-    kinds = {k for k in (_activation_kind(p) for p in options) if k}
+    gpu = target.backend == "cuda"
+    kinds = {k for k in (_activation_kind(p, gpu) for p in options) if k}
     n_cal, n_held = len(next(iter(calibration.values()))), len(next(iter(held_out.values())))
     log.step(f"calibrating on {n_cal} samples ({n_held} held out); emulating {len(plan.layers)} layers "
              f"at {', '.join(p for p in options if p != 'fp32')} in onnxruntime")
-    emulator = Emulator.build(prepared, plan.layers, weights, kinds, plan.group_size, calibration, held_out)
+    activation_statistics(prepared, plan.layers, weights, calibration)
+    emulator = Emulator.build(prepared, plan.layers, weights, kinds, plan.group_size, calibration, held_out, gpu)
     measure_sensitivity(emulator, options, log.step)
     if fixed is not None:
         assignment = {l.layer: l.precision for l in plan.layers}

@@ -294,7 +294,10 @@ def write_result(result: CompileResult, out_path: str, options: CompileOptions =
 
 
 def _report(result: CompileResult) -> dict:
-    return {"dispatches": result.dispatches, "decisions": result.decisions}
+    report = {"dispatches": result.dispatches, "decisions": result.decisions}
+    if result.plan is not None:  # the per-layer table as printed (the plan itself is in the manifest)
+        report["precision_table"] = result.plan.table().splitlines()
+    return report
 
 
 def _asm(module_op) -> bytes:

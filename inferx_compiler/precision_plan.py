@@ -56,6 +56,7 @@ class Layer:
     transposed: bool = False  # Gemm transB=1: the layer reads W^T
     sensitivity: dict = field(default_factory=dict)  # precision -> model error with this layer alone lowered
     outlier_ratio: float = 0.0  # max |w| / std(w)
+    activation: dict = field(default_factory=dict)  # input statistics from calibration (calibration.py)
 
     def bytes_at(self, precision: str, group_size: int) -> int:
         elems = int(np.prod(self.shape))
@@ -151,11 +152,10 @@ def check_precision(precision: str, target: Target) -> None:
         raise PrecisionError(
             "--precision fp8: not built. IREE 3.13 does not lower FP8 (f8E4M3FN) to NVPTX "
             "(iree-org/iree#24625) and no CPU target computes it; use fp16 or bf16 on GPUs")
-    if precision in INTEGER and target.backend != "llvm-cpu":
+    if precision in INTEGER and target.backend not in ("llvm-cpu", "cuda"):
         raise PrecisionError(
-            f"--precision {precision} on target '{target.name}': integer layers are built for CPU "
-            f"targets only (IREE 3.13's CUDA code has no int8 MMA and does not fuse int4 "
-            f"dequantization); use --precision fp16 or auto there")
+            f"--precision {precision} on target '{target.name}': no executable backend to build "
+            f"integer layers for ({target.route_note})")
 
 
 # -- plans ----------------------------------------------------------------------------------------
@@ -231,6 +231,7 @@ def load_plan(path: str, target: Target, layers: list[Layer]) -> PrecisionPlan:
         entry = chosen.get(layer.layer, {})
         layer.precision = entry.get("precision", "fp32")
         layer.sensitivity = dict(entry.get("sensitivity", {}))
+        layer.activation = dict(entry.get("activation", {}))
         if layer.precision != _fit(layer.precision, layer, group_size):
             raise PrecisionError(f"--precision-plan {path}: layer '{layer.layer}' ({layer.op}, weight "
                                  f"{layer.shape}) has no {layer.precision} form")
@@ -243,12 +244,14 @@ def load_plan(path: str, target: Target, layers: list[Layer]) -> PrecisionPlan:
 
 def format_table(plan: PrecisionPlan) -> str:
     shown = sorted({p for l in plan.layers for p in l.sensitivity})
-    head = f"{'layer':28s} {'op':6s} {'weight':>12s} {'precision':9s} " + \
+    head = f"{'layer':28s} {'op':6s} {'weight':>12s} {'w max/std':>9s} {'x chan':>7s} {'precision':9s} " + \
         "".join(f"{'err@' + p:>11s}" for p in shown) + f" {'MiB fp32':>9s} {'MiB':>8s}"
     rows = [head, "-" * len(head)]
     for l in plan.layers:
         sens = "".join(f"{l.sensitivity[p]:11.2e}" if p in l.sensitivity else f"{'-':>11s}" for p in shown)
-        rows.append(f"{l.layer[:28]:28s} {l.op:6s} {'x'.join(map(str, l.shape)):>12s} {l.precision:9s} {sens} "
+        chan = f"{l.activation['channel_outlier']:7.1f}" if "channel_outlier" in l.activation else f"{'-':>7s}"
+        rows.append(f"{l.layer[:28]:28s} {l.op:6s} {'x'.join(map(str, l.shape)):>12s} {l.outlier_ratio:9.1f} "
+                    f"{chan} {l.precision:9s} {sens} "
                     f"{l.bytes_at('fp32', plan.group_size) / 2**20:9.2f} "
                     f"{l.bytes_at(l.precision, plan.group_size) / 2**20:8.2f}")
     before = sum(l.bytes_at("fp32", plan.group_size) for l in plan.layers)

@@ -8,8 +8,9 @@ one of these schemes and names the stored tensors after the weight they derive f
     "<weight key>#q:int4g<G>"        int4 [K/G, G, N], symmetric (-7..7), packed two per byte
     "<weight key>#q:int4g<G>:scale"  f32 [K/G, N]
 
-(a trailing "t" after the scheme, "#q:int8t", means the layer reads the weight transposed,
-as ONNX Gemm transB=1 does: the scheme is applied to W^T.) The driver then materializes every
+(an "h" after the scheme, "#q:int8h", stores f16 scales, as the weight-only GPU form reads them;
+a trailing "t", "#q:int8t", means the layer reads the weight transposed, as ONNX Gemm transB=1
+does: the scheme is applied to W^T.) The driver then materializes every
 parameter key the compiled module names (`materialize`), so the artifact stores the integer
 weights and not the f32 ones. The same functions give the sensitivity analysis its
 fake-quantized weights (`fake_quantize`), so what is measured is what is compiled.
@@ -29,7 +30,7 @@ import numpy as np
 SEPARATOR = "#q:"
 INT8_MAX = 127
 INT4_MAX = 7
-_SCHEME = re.compile(r"^(int8|int4g(\d+))(t?)(:scale)?$")
+_SCHEME = re.compile(r"^(int8|int4g(\d+))(h?)(t?)(:scale)?$")
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,12 @@ class WeightScheme:
     kind: str  # "int8" | "int4"
     group_size: int = 0  # int4 only
     transposed: bool = False  # the layer reads W^T (Gemm transB=1)
+    f16_scales: bool = False  # scales stored (and multiplied) in f16: the GPU weight-only form
 
     @property
     def tag(self) -> str:
         name = "int8" if self.kind == "int8" else f"int4g{self.group_size}"
-        return name + ("t" if self.transposed else "")
+        return name + ("h" if self.f16_scales else "") + ("t" if self.transposed else "")
 
     def weight_key(self, source: str) -> str:
         return f"{source}{SEPARATOR}{self.tag}"
@@ -59,8 +61,8 @@ def parse_key(key: str):
     if not m:
         return None
     kind = "int8" if m.group(1) == "int8" else "int4"
-    scheme = WeightScheme(kind, int(m.group(2) or 0), bool(m.group(3)))
-    return source, scheme, bool(m.group(4))
+    scheme = WeightScheme(kind, int(m.group(2) or 0), bool(m.group(4)), bool(m.group(3)))
+    return source, scheme, bool(m.group(5))
 
 
 def _oriented(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
@@ -115,9 +117,11 @@ def stored_arrays(w: np.ndarray, scheme: WeightScheme) -> tuple[np.ndarray, np.n
     """(stored weight, scale) as the artifact holds them for this scheme."""
     w = _oriented(w, scheme)
     if scheme.kind == "int8":
-        return quantize_int8(w)
-    q, scale = quantize_int4(w, scheme.group_size)
-    return pack_int4(q), scale
+        q, scale = quantize_int8(w)
+    else:
+        q, scale = quantize_int4(w, scheme.group_size)
+        q = pack_int4(q)
+    return q, (scale.astype(np.float16) if scheme.f16_scales else scale)
 
 
 def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
@@ -125,10 +129,14 @@ def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
     ww = _oriented(w, scheme)
     if scheme.kind == "int8":
         q, scale = quantize_int8(ww)
-        out = q.astype(np.float32) * scale
     else:
         q, scale = quantize_int4(ww, scheme.group_size)
-        out = (q.astype(np.float32) * scale[:, None, :]).reshape(ww.shape)
+        scale = scale[:, None, :]
+    if scheme.f16_scales:  # the product is rounded to f16 as the GPU dequantization computes it
+        out = (q.astype(np.float16) * scale.astype(np.float16)).astype(np.float32)
+    else:
+        out = q.astype(np.float32) * scale
+    out = out.reshape(ww.shape)
     return np.ascontiguousarray(out.T) if scheme.transposed else out
 
 

@@ -1,4 +1,4 @@
-"""inferx-quantize-contractions: int8/int4 matmuls against stored weights, integer arithmetic.
+"""inferx-quantize-contractions: int8/int4 matmuls against stored weights.
 
 Runs in IREE's context before IREE's pipeline (after inferx-unbroadcast-matmul, which leaves
 every projection as `linalg.matmul(x[M, K], w[K, N])`). For each linalg.matmul annotated
@@ -22,9 +22,16 @@ machine (IREE 3.13, 2 threads, one 4096x4096 layer) the fused dequantize-matmul 
 8-9 ms at batch 1 against 3.3 ms for f32, while this form runs IREE's s8 mmt4d microkernel:
 0.89 ms (int8) and 0.96 ms (int4 in groups of 128; its i4 -> i8 widening is hoisted to load time).
 
+On CUDA targets the form is weight-only (IREE 3.13's CUDA code has no integer MMA): the
+activations are rounded to f16, the weights dequantized to f16 by an elementwise generic with f16
+scales that IREE fuses into the matmul's dispatch (the kernel reads the int8/int4 weight), and
+the f16 x f16 product accumulates in f32:
+    int8:  y = y0 + truncf(x) . (sitofp(wq[k, n]) * s[n])
+    int4:  y = y0 + sum_{g, kk} truncf(x)[m, g, kk] * (sitofp(wq[g, kk, n]) * s[g, n])
+
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
-whose group size does not divide K, a matmul whose operands are not f32, a target other than a
-CPU (the CUDA route is not built). Spelled `inferx-quantize-contractions{target=cpu group-size=128}`.
+whose group size does not divide K, a matmul whose operands are not f32. A target without an
+executable backend fails the pass. Spelled `inferx-quantize-contractions{target=cpu group-size=128}`.
 """
 
 from __future__ import annotations
@@ -202,16 +209,65 @@ def rescale(acc, amax, scale, y0, grouped: bool):
     return generic([acc, amax, scale], y0, _maps(2, (0, 1), (0,), (1,), (0, 1)), ["parallel"] * 2, body)
 
 
+def to_f16(x):
+    """truncf of a 2-D f32 tensor to f16 (the GPU form's activations)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    f16 = ir.F16Type.get()
+    init = tensor.EmptyOp([_dim(x, 0), x.type.shape[1]], f16).result
+    return generic([x], init, _maps(2, (0, 1), (0, 1)), ["parallel"] * 2,
+                   lambda b: arith.truncf(f16, b.arguments[0]))
+
+
+def dequantize_f16(wq, scale):
+    """sitofp(wq) * s in f16; s is indexed by the column ([N]) or by group and column ([G, N])."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    f16 = ir.F16Type.get()
+    rank = wq.type.rank
+    init = tensor.EmptyOp(list(wq.type.shape), f16).result
+    scale_dims = (rank - 1,) if scale.type.rank == 1 else (0, rank - 1)
+    return generic([wq, scale], init, _maps(rank, tuple(range(rank)), scale_dims, tuple(range(rank))),
+                   ["parallel"] * rank,
+                   lambda b: arith.mulf(arith.sitofp(f16, b.arguments[0]), b.arguments[1]))
+
+
+def weight_only_product(x, wq, scale, y0):
+    """y0 + truncf(x) . dequantize(wq), f32 accumulation (int4: over groups and their elements)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, linalg, tensor
+
+    f32 = ir.F32Type.get()
+    x16, w16 = to_f16(x), dequantize_f16(wq, scale)
+    if wq.type.rank == 2:
+        return linalg.matmul(x16, w16, outs=[y0])
+    groups, size, _ = wq.type.shape
+    dyn = ir.ShapedType.get_dynamic_size()
+    rows = x.type.shape[0]
+    xg = tensor.ExpandShapeOp(ir.RankedTensorType.get([rows, groups, size], x16.type.element_type), x16,
+                              [[0], [1, 2]], [_dim(x, 0)] if rows == dyn else [], [rows, groups, size]).result
+
+    def body(b):
+        product = arith.mulf(arith.extf(f32, b.arguments[0]), arith.extf(f32, b.arguments[1]))
+        return arith.addf(b.arguments[2], product)
+
+    # loops (m, n, g, kk)
+    return generic([xg, w16], y0, _maps(4, (0, 2, 3), (2, 3, 1), (0, 1)),
+                   ["parallel", "parallel", "reduction", "reduction"], body)
+
+
 def _stored_types(scheme: WeightScheme, k: int, n: int):
     from iree.compiler import ir
 
-    f32 = ir.F32Type.get()
+    scale = ir.F16Type.get() if scheme.f16_scales else ir.F32Type.get()
     if scheme.kind == "int8":
         return (ir.RankedTensorType.get([k, n], ir.IntegerType.get_signless(8)),
-                ir.RankedTensorType.get([n], f32))
+                ir.RankedTensorType.get([n], scale))
     groups = k // scheme.group_size
     return (ir.RankedTensorType.get([groups, scheme.group_size, n], ir.IntegerType.get_signless(4)),
-            ir.RankedTensorType.get([groups, n], f32))
+            ir.RankedTensorType.get([groups, n], scale))
 
 
 def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
@@ -225,11 +281,14 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
     from iree.compiler import ir
 
     with ir.InsertionPoint(matmul), matmul.location:
-        amax = row_abs_max(x)
-        xq = quantize_rows(x, amax)
-        grouped = scheme.kind == "int4"
-        acc = int4_product(xq, wq) if grouped else int8_product(xq, wq)
-        y = rescale(acc, amax, scale, y0, grouped)
+        if scheme.f16_scales:
+            y = weight_only_product(x, wq, scale, y0)
+        else:
+            amax = row_abs_max(x)
+            xq = quantize_rows(x, amax)
+            grouped = scheme.kind == "int4"
+            acc = int4_product(xq, wq) if grouped else int8_product(xq, wq)
+            y = rescale(acc, amax, scale, y0, grouped)
     old_rhs = matmul.operands[1]
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
@@ -240,7 +299,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class QuantizeContractions(TargetedPass):
-    """Rewrites i8/i4-annotated matmuls against stored weights into integer arithmetic."""
+    """Rewrites i8/i4-annotated matmuls against stored weights: integer arithmetic (CPU), weight-only (CUDA)."""
 
     name: ClassVar[str] = "inferx-quantize-contractions"
     level: ClassVar[str] = "iree"
@@ -267,9 +326,9 @@ class QuantizeContractions(TargetedPass):
 
     def _quantize(self, op, precision: str) -> None:
         label = "int8" if precision == "i8" else "int4"
-        if self.target_record().backend != "llvm-cpu":
-            raise PassFailure(f"{label} contractions are built for CPU targets only "
-                              f"(target '{self.target}')", op)
+        backend = self.target_record().backend
+        if backend not in ("llvm-cpu", "cuda"):
+            raise PassFailure(f"{label} contractions need an executable target (target '{self.target}')", op)
         if op.name != "linalg.matmul":
             remark(self.name, op, f"declined: {label} is built for linalg.matmul, not {op.name}")
             return
@@ -284,9 +343,12 @@ class QuantizeContractions(TargetedPass):
         if precision == "i4" and k % self.group_size:
             remark(self.name, op, f"declined: int4 groups of {self.group_size} do not divide K={k}")
             return
-        scheme = (WeightScheme("int8", transposed=weight.transposed) if precision == "i8"
-                  else WeightScheme("int4", self.group_size, weight.transposed))
+        gpu = backend == "cuda"
+        scheme = (WeightScheme("int8", 0, weight.transposed, gpu) if precision == "i8"
+                  else WeightScheme("int4", self.group_size, weight.transposed, gpu))
+        how = ("f16 activations, weights dequantized in the matmul, f32 sums" if gpu
+               else "int8 activations, s32 sums")
         remark(self.name, op, f"{label}: {k}x{op.operands[2].type.shape[1]} weight '{weight.key}' "
-                              f"stored as {scheme.tag}, int8 activations, s32 sums")
+                              f"stored as {scheme.tag}, {how}")
         with op.context:
             rewrite(op, weight, scheme)

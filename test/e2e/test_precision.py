@@ -143,7 +143,7 @@ def test_fixed_precision_over_budget_names_the_layers(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["--precision", "fp8", "--target", "h200"], "--precision fp8: not built"),
-    (["--precision", "int4", "--target", "h200"], "integer layers are built for CPU targets only"),
+    (["--precision", "int4", "--target", "ascend910b"], "no executable backend to build integer layers for"),
     (["--precision", "int8", "--target", "cpu", "--accuracy-budget", "0.01"],
      "--accuracy-budget needs --calibration data"),
     (["--precision", "int4", "--target", "cpu", "--group-size", "3"], "--group-size must be a positive even number"),

@@ -54,10 +54,10 @@ sys.path.insert(0, HERE)
 import models  # noqa: E402
 from run import log, rel_l2  # noqa: E402  (the CPU harness's helpers; run.py travels with this file)
 
-TOL = {"fp32": 1e-4, "fp16": 2e-2}
+TOL = {"fp32": 1e-4, "fp16": 2e-2, "int8": 5e-2, "int4": 0.25}  # int8/int4: reported, loosely judged
 SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
            "inferx-fp32", "inferx-fp16", "inferx-fp16-before", "inferx-fp16-nosplit",
-           "inferx-fp16-norule", "inferx-fp32-nosplit"]
+           "inferx-fp16-norule", "inferx-fp32-nosplit", "inferx-int8", "inferx-int4"]
 
 
 
@@ -105,31 +105,37 @@ def rebuild(name, entry, work, with_inferx=True):
     if with_inferx:
         from inferx_compiler.artifact import Manifest, write_artifact, write_parameter_archive
 
+        from inferx_compiler.quantization import materialize
+
         lifted = {i.name: arrays[i.name] for i in m.graph.initializer
                   if i.data_type in (1, 10, 11, 16) and int(np.prod(i.dims or [1])) >= 1024}
-        irpa = os.path.join(work, f"{name}.weights.irpa")
-        write_parameter_archive(lifted, irpa)
-        with open(irpa, "rb") as f:
-            irpa_sha = sha(f.read())
         for sysname, rec in entry["systems"].items():
             if not sysname.startswith("inferx-") or not rec.get("ok"):
-                continue
-            if irpa_sha != rec["weights_member_sha256"]:
-                notes.append(f"{name} {sysname}: rebuilt weights.irpa sha256 differs from the manifest's; not run")
                 continue
             import zipfile
 
             with zipfile.ZipFile(os.path.join(ARGS.dir, rec["file"])) as z:
                 manifest = Manifest.from_json(json.loads(z.read("manifest.json")))
                 module, report = z.read(manifest.module), json.loads(z.read("report.json"))
+            # the archive holds what the module reads: the lifted weights, or (int8/int4 layers)
+            # the quantized arrays derived from them, computed by the same numpy code
+            keys = (manifest.weights or {}).get("keys")
+            weights = materialize(keys, lifted) if keys else lifted
+            irpa = os.path.join(work, f"{name}.{sysname}.weights.irpa")
+            write_parameter_archive(weights, irpa)
+            with open(irpa, "rb") as f:
+                irpa_sha = sha(f.read())
+            os.remove(irpa)
+            if irpa_sha != rec["weights_member_sha256"]:
+                notes.append(f"{name} {sysname}: rebuilt weights.irpa sha256 differs from the manifest's; not run")
+                continue
             ixa = os.path.join(work, f"{name}.{sysname}.ixa")
-            write_artifact(ixa, manifest, module, lifted, report)
+            write_artifact(ixa, manifest, module, weights, report)
             with open(ixa, "rb") as f:
                 same = sha(f.read()) == rec["ixa_sha256"]
             if not same:
                 notes.append(f"{name} {sysname}: re-assembled .ixa is not byte-identical (members verified; run anyway)")
             out[sysname] = ixa
-        os.remove(irpa)
     return onnx_path, out, notes
 
 
@@ -485,7 +491,7 @@ def bench_model(name, entry, systems, work, rows, ceilings):
         for s in systems:
             if s.startswith("inferx") and s not in entry["systems"]:
                 continue  # a variant built for other models only
-            prec = "fp16" if "16" in s else "fp32"
+            prec = "int8" if "int8" in s else "int4" if "int4" in s else "fp16" if "16" in s else "fp32"
             rec = entry["systems"].get(s, {})
             row = {"model": name, "batch": batch, "system": s, "precision": prec, "tol": TOL[prec],
                    "samples_ms": [], "h2h_samples_ms": []}

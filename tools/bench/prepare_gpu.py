@@ -58,7 +58,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                                                                 "gpt2_lite")),
                    # the CUDA configuration rules (window copies) left out
                    "inferx-fp16-norule": ("fp16", ["--disable-pass", "inferx-dispatch-config"],
-                                          ("resnet50", "resnet_lite"))}
+                                          ("resnet50", "resnet_lite")),
+                   # weight-only integer layers (f16 activations, dequantization fused in the matmul)
+                   "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
+                   "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 
@@ -98,6 +101,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="the small models (a dry run of the whole path)")
     p.add_argument("--target", default="h200")
     p.add_argument("--cache", default=os.environ.get("INFERX_BENCH_CACHE", models.DEFAULT_CACHE))
+    p.add_argument("--only", help="comma list of systems to build (default: every inferx and IREE build)")
     p.add_argument("--runtime-wheel", action="store_true",
                    help="pip download the cp312 iree-base-runtime 3.13.0 wheel into OUT/whl")
     a = p.parse_args(argv)
@@ -125,6 +129,8 @@ def main(argv=None) -> int:
             builds = [(f"inferx-{prec}", prec, []) for prec in INFERX_PRECISIONS]
             builds += [(sysname, prec, extra) for sysname, (prec, extra, only) in INFERX_VARIANTS.items()
                        if name in only]
+            wanted = set(a.only.split(",")) if a.only else None
+            builds = [b for b in builds if wanted is None or b[0] in wanted]
             for sysname, prec, extra in builds:
                 ixa = os.path.join(tmp, f"{name}.{sysname}.ixa")
                 # Each benchmark batch gets a static-shape function (the batcher's buckets).
@@ -157,6 +163,8 @@ def main(argv=None) -> int:
                 del idx
             entry["iree_param_keys"] = keys
             for sysname, flags in (("iree-fp32", CUDA_FLAGS), ("iree-f16", CUDA_FLAGS + F16_FLAGS)):
+                if wanted is not None and sysname not in wanted:
+                    continue
                 rec = {"import_s": w0, "import_peak_rss_mib": r0, "ok": False}
                 if rc == 0:
                     vmfb = f"{name}.{sysname}.vmfb"
