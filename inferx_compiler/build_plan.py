@@ -37,17 +37,19 @@ class Stage:
 
 def graph_decision_pipeline(options: CompileOptions) -> str:
     passes = []
+    target = get_target(options.target)
+    # CUDA: IREE's own f16 convolutions are wrong there (see inferx-annotate-precision);
+    # static ones become matmuls through the conv strategy, dynamic ones stay f32.
+    convs = "all"
+    if target.backend == "cuda":
+        convs = "static" if uses_conv_strategy(target, options) else "none"
     if options.uses_plan:
-        # the driver attaches the plan to the module (inferx.precision_plan)
-        passes += ["inferx-annotate-precision{from-plan=true}", "inferx-apply-precision"]
+        # the driver attaches the plan to the module (inferx.precision_plan); on GPUs the
+        # contractions without a stored weight (attention) compute in f16
+        others = " others=f16 convolutions=" + convs if target.backend == "cuda" else ""
+        passes += [f"inferx-annotate-precision{{from-plan=true{others}}}", "inferx-apply-precision"]
     elif options.precision != "fp32":
         dtype = {"fp16": "f16", "bf16": "bf16"}[options.precision]
-        # CUDA: IREE's own f16 convolutions are wrong there (see inferx-annotate-precision);
-        # static ones become matmuls through the conv strategy, dynamic ones stay f32.
-        target = get_target(options.target)
-        convs = "all"
-        if target.backend == "cuda":
-            convs = "static" if uses_conv_strategy(target, options) else "none"
         passes += [f"inferx-annotate-precision{{precision={dtype} convolutions={convs}}}",
                    "inferx-apply-precision"]
     return "builtin.module(" + ",".join(passes) + ")"

@@ -8,7 +8,7 @@ checked on them.
 Measurement runs the model in onnxruntime with each lowered layer *emulated* as the compiled code
 computes it (the same numpy quantizers, quantization.py): its weight replaced by the
 fake-quantized weight (int8 per column, int4 in groups, f16/bf16 rounding), its activation
-rounded as the compiled code rounds it (int8 per row for the CPU's integer layers, f16 for the
+rounded as the compiled code rounds it (int8 per row, asymmetric, for the CPU's integer layers, f16 for the
 GPU's weight-only ones; f16/bf16 for those).
 One onnxruntime session serves every measurement: weights are graph inputs, and each layer's
 activation rounding is blended in by a 0/1 gate input. Error is the relative L2 of all float
@@ -136,8 +136,9 @@ def emulation_model(proto, layers: list[Layer], opset: int, kinds: set[str]):
     graph = model.graph
     by_name = {n.name: n for n in graph.node}
     new_nodes = {}
-    consts = [helper.make_tensor("__inferx_tiny", TensorProto.FLOAT, [], [1e-30]),
-              helper.make_tensor("__inferx_127", TensorProto.FLOAT, [], [127.0])]
+    consts = [helper.make_tensor(name, TensorProto.FLOAT, [], [value]) for name, value in
+              (("__inferx_tiny", 1e-30), ("__inferx_0", 0.0), ("__inferx_127", 127.0),
+               ("__inferx_128", 128.0), ("__inferx_m128", -128.0), ("__inferx_255", 255.0))]
     graph.initializer.extend(consts)
     for i, layer in enumerate(layers):
         node = by_name[layer.layer]
@@ -171,18 +172,32 @@ def _rounding_nodes(kind: str, x: str, p: str, opset: int, nodes: list) -> str:
         nodes += [helper.make_node("Cast", [x], [p + "_lo"], to=to),
                   helper.make_node("Cast", [p + "_lo"], [p], to=TensorProto.FLOAT)]
         return p
-    nodes.append(helper.make_node("Abs", [x], [p + "_abs"]))
+    # int8 per row, asymmetric, as inferx-quantize-contractions computes it on CPUs:
+    # step = max(max(x, 0) - min(x, 0), tiny) / 255, zp = round(-min / step) - 128,
+    # q = clamp(round(x / step) + zp, -128, 127), x' = (q - zp) * step
     if opset >= 18:
-        nodes += [helper.make_node("Constant", [], [p + "_axes"],
-                                   value=helper.make_tensor(p + "_axes_v", TensorProto.INT64, [1], [-1])),
-                  helper.make_node("ReduceMax", [p + "_abs", p + "_axes"], [p + "_max"], keepdims=1)]
+        nodes.append(helper.make_node("Constant", [], [p + "_axes"],
+                                      value=helper.make_tensor(p + "_axes_v", TensorProto.INT64, [1], [-1])))
+        reduce = lambda op, src, dst: helper.make_node(op, [src, p + "_axes"], [dst], keepdims=1)  # noqa: E731
     else:
-        nodes.append(helper.make_node("ReduceMax", [p + "_abs"], [p + "_max"], axes=[-1], keepdims=1))
-    nodes += [helper.make_node("Max", [p + "_max", "__inferx_tiny"], [p + "_safe"]),
-              helper.make_node("Div", [p + "_safe", "__inferx_127"], [p + "_scale"]),
-              helper.make_node("Div", [x, p + "_scale"], [p + "_q"]),
-              helper.make_node("Round", [p + "_q"], [p + "_r"]),
-              helper.make_node("Mul", [p + "_r", p + "_scale"], [p])]
+        reduce = lambda op, src, dst: helper.make_node(op, [src], [dst], axes=[-1], keepdims=1)  # noqa: E731
+    nodes += [reduce("ReduceMax", x, p + "_hi0"), reduce("ReduceMin", x, p + "_lo0"),
+              helper.make_node("Max", [p + "_hi0", "__inferx_0"], [p + "_hi"]),
+              helper.make_node("Min", [p + "_lo0", "__inferx_0"], [p + "_lo"]),
+              helper.make_node("Sub", [p + "_hi", p + "_lo"], [p + "_w"]),
+              helper.make_node("Max", [p + "_w", "__inferx_tiny"], [p + "_ws"]),
+              helper.make_node("Div", [p + "_ws", "__inferx_255"], [p + "_step"]),
+              helper.make_node("Neg", [p + "_lo"], [p + "_nlo"]),
+              helper.make_node("Div", [p + "_nlo", p + "_step"], [p + "_z0"]),
+              helper.make_node("Round", [p + "_z0"], [p + "_z1"]),
+              helper.make_node("Sub", [p + "_z1", "__inferx_128"], [p + "_zp"]),
+              helper.make_node("Div", [x, p + "_step"], [p + "_xs"]),
+              helper.make_node("Round", [p + "_xs"], [p + "_xr"]),
+              helper.make_node("Add", [p + "_xr", p + "_zp"], [p + "_q0"]),
+              helper.make_node("Max", [p + "_q0", "__inferx_m128"], [p + "_q1"]),
+              helper.make_node("Min", [p + "_q1", "__inferx_127"], [p + "_q"]),
+              helper.make_node("Sub", [p + "_q", p + "_zp"], [p + "_c"]),
+              helper.make_node("Mul", [p + "_c", p + "_step"], [p])]
     return p
 
 

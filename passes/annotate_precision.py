@@ -18,11 +18,14 @@ default) demotes every one.
 `from-plan=true` annotates from the module's `inferx.precision_plan` instead (a dictionary
 layer -> precision that the driver attaches from the precision plan; a layer is the ONNX node
 an op was imported from, its name location): each contraction of a listed layer gets that
-layer's precision (f32 entries are left unannotated), whatever `precision` says; integer
+layer's precision (f32 entries are left unannotated), whatever `precision` says; contractions of
+no listed layer (attention's batch matmuls: no stored weight) get `others` (f32: none), with the
+`convolutions` rule as above (GPU plans give them f16: f32 attention there runs without tensor
+cores, measured 32x slower in an H200 int8 BERT b8); integer
 precisions (i8, i4) are carried out later by inferx-quantize-contractions. A lowered entry that
 matches no contraction fails the pass, naming it (a plan for another model).
 
-Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all from-plan=false}`;
+Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all from-plan=false others=f32}`;
 precision is f16, bf16, i8 or i4.
 """
 
@@ -80,6 +83,7 @@ class AnnotatePrecision(ModulePass):
     min_flops: int = 0
     convolutions: Literal["all", "static", "none"] = "all"
     from_plan: bool = False
+    others: Literal["f32", "f16", "bf16"] = "f32"
 
     def __post_init__(self):
         if self.min_flops < 0:
@@ -87,7 +91,7 @@ class AnnotatePrecision(ModulePass):
 
     def run(self, module) -> None:
         if self.from_plan:
-            annotate_from_plan(module, read_plan(module))
+            annotate_from_plan(module, read_plan(module), self.others, self.convolutions)
             return
         for op in collect(module, lambda o: o.name.startswith("linalg.")):
             annotate_contraction(op, self.precision, self.min_flops, self.convolutions)
@@ -122,11 +126,14 @@ def read_plan(module: ir.Operation) -> dict[str, str]:
     return plan
 
 
-def annotate_from_plan(module: ir.Operation, plan: dict[str, str]) -> None:
+def annotate_from_plan(module: ir.Operation, plan: dict[str, str], others: str = "f32",
+                       convolutions: str = "all") -> None:
     seen = set()
     for op in collect(module, lambda o: o.name.startswith("linalg.") and is_contraction(o)):
         layer = layer_name(op)
         if layer not in plan:
+            if others != "f32":
+                annotate_contraction(op, others, 0, convolutions)
             continue
         seen.add(layer)
         if plan[layer] != "f32" and PRECISION_ATTR not in op.attributes and _all_f32(op):

