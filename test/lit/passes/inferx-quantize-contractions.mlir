@@ -6,7 +6,30 @@
 // and a zero point, and is rounded to i8; the matmul sums s8 x s8 into i32; the result is
 // corrected by zero point x weight column sums, rescaled and added to the original init.
 // REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'fc.w' stored as int8, int8 activations, s32 sums
-// CHECK-LABEL: func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "fc.w"}) -> tensor<?x32xf32> {
+// CHECK-LABEL: func.func @int8_projection(
+// CHECK-SAME:    %[[X:.+]]: tensor<?x64xf32>, %[[WQ:.+]]: tensor<64x32xi8> {inferx.parameter = "fc.w#q:int8"}, %[[S:.+]]: tensor<32xf32> {inferx.parameter = "fc.w#q:int8:scale"})
+// CHECK-NOT:     tensor<64x32xf32>
+// CHECK:         %[[HI:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<?x64xf32>) outs({{.*}} : tensor<?xf32>)
+// CHECK:           arith.maximumf
+// CHECK:         %[[LO:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[X]] : tensor<?x64xf32>) outs({{.*}} : tensor<?xf32>)
+// CHECK:           arith.minimumf
+// CHECK:         %[[STEP:.+]] = linalg.generic {{.*}} ins(%[[HI]], %[[LO]] : tensor<?xf32>, tensor<?xf32>)
+// CHECK:           arith.subf
+// CHECK:         %[[ZP:.+]] = linalg.generic {{.*}} ins(%[[LO]], %[[STEP]] : tensor<?xf32>, tensor<?xf32>)
+// CHECK:           arith.negf
+// CHECK:           math.roundeven
+// CHECK:         %[[XQ:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[STEP]], %[[ZP]] : tensor<?x64xf32>, tensor<?xf32>, tensor<?xf32>) outs({{.*}} : tensor<?x64xi8>)
+// CHECK:           math.roundeven
+// CHECK:           arith.trunci {{.*}} : i32 to i8
+// CHECK:         %[[COLSUM:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[WQ]] : tensor<64x32xi8>) outs({{.*}} : tensor<32xi32>)
+// CHECK:         %[[ACC:.+]] = linalg.matmul ins(%[[XQ]], %[[WQ]] : tensor<?x64xi8>, tensor<64x32xi8>) outs({{.*}} : tensor<?x32xi32>)
+// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[ACC]], %[[COLSUM]], %[[STEP]], %[[ZP]], %[[S]] : tensor<?x32xi32>, tensor<32xi32>, tensor<?xf32>, tensor<?xf32>, tensor<32xf32>)
+// CHECK:           arith.sitofp
+// CHECK:           arith.subf
+// CHECK:           arith.addf
+// CHECK:         return %[[Y]]
+// CHECK-NOT:     inferx.precision
+func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "fc.w"}) -> tensor<?x32xf32> {
   %zero = arith.constant 0.0 : f32
   %c0 = arith.constant 0 : index
   %m = tensor.dim %x, %c0 : tensor<?x64xf32>
