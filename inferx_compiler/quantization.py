@@ -8,9 +8,7 @@ one of these schemes and names the stored tensors after the weight they derive f
     "<weight key>#q:int4g<G>"        int4 [K/G, G, N], symmetric (-7..7), packed two per byte
     "<weight key>#q:int4g<G>:scale"  f32 [K/G, N]
 
-(an "h" after the scheme, "#q:int8h", is the weight-only GPU form: f16 scales, and the reduction
-dim innermost, "int8h" [N, K] with scales [N], "int4g<G>h" [N, K/G, G] with scales [N, K/G], so
-that a GPU thread reads its column's weights contiguously;
+(an "h" after the scheme, "#q:int8h", is the weight-only GPU form: the same layouts with f16 scales;
 a trailing "t", "#q:int8t", means the layer reads the weight transposed, as ONNX Gemm transB=1
 does: the scheme is applied to W^T.) The driver then materializes every
 parameter key the compiled module names (`materialize`), so the artifact stores the integer
@@ -122,9 +120,8 @@ def stored_arrays(w: np.ndarray, scheme: WeightScheme) -> tuple[np.ndarray, np.n
         q, scale = quantize_int8(w)
     else:
         q, scale = quantize_int4(w, scheme.group_size)
-    if scheme.f16_scales:  # reduction innermost: [N, K] / [N, K/G, G], scales [N] / [N, K/G]
-        q = np.ascontiguousarray(q.T if q.ndim == 2 else q.transpose(2, 0, 1))
-        scale = np.ascontiguousarray(scale.T).astype(np.float16)
+    if scheme.f16_scales:
+        scale = scale.astype(np.float16)
     return (pack_int4(q) if scheme.kind == "int4" else q), scale
 
 
