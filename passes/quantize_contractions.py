@@ -32,11 +32,11 @@ scales that IREE fuses into the matmul's dispatch (the kernel reads the int8/int
 the f16 x f16 linalg.matmul accumulates in f32:
     int8:  y = y0 + truncf(x) . (sitofp(wq[k, n]) * s[n])
     int4:  y = y0 + truncf(x) . collapse(sitofp(wq[g, kk, n]) * s[g, n])      ([K/G, G, N] -> [K, N])
-Measured on an H200 (2026-12-01): right against the onnxruntime emulation on MLPs and BERT. Two
-other forms IREE 3.13 compiled wrong for BERT-sized matmuls (M >= 128; relative error 0.35 where
-the emulation says 0.01), while MLPs at M <= 64 were exact: the reduction-innermost weight
-([N, K], a transposed-B generic contraction) and the int4 contraction over (group, element)
-generic. The cost: IREE's matvec over a [K, N] int8 weight is slow (the 8x4096^2 MLP at batch 1
+Measured on an H200 (2026-12-01): right against the onnxruntime emulation on MLPs and a small
+BERT. Two other forms IREE 3.13 compiled wrong for the BERT's matmuls (M = 128 and 256 rows;
+relative error 0.35 where the emulation says 0.01), while the same checks on MLPs (M = 2) were
+exact: the reduction-innermost weight ([N, K], a transposed-B generic contraction) and the int4
+contraction over (group, element) as one generic. The cost: IREE's matvec over a [K, N] int8 weight is slow (the 8x4096^2 MLP at batch 1
 took 107 us a layer, against 11 us for f16).
 
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
