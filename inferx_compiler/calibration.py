@@ -19,9 +19,10 @@ outputs against the fp32 model's.
                            of precision_plan.model_layers (max |w| / std)
 
     sensitivity(layer, p)  the model's error with that layer alone at p
-    auto                   every layer at its cheapest candidate; while the error (calibration and
-                           held-out samples) is over budget, the layer with the largest
-                           sensitivity at its current precision moves one step up
+    auto                   every layer at its cheapest candidate whose sensitivity alone is within
+                           budget; while the error (calibration and held-out samples) is over
+                           budget, the layer with the largest sensitivity at its current
+                           precision moves one step up
 """
 
 from __future__ import annotations
@@ -347,7 +348,10 @@ def search(emulator: Emulator, options: list[str], budget: float,
            progress: Callable[[str], None]) -> tuple[dict[str, str], float, float]:
     """The cheapest assignment within budget (greedy promotion); returns it and its errors."""
     def ladder(layer):
-        return [p for p in options if _fit(p, layer, emulator.group_size) == p] or ["fp32"]
+        """The layer's candidates, cheapest first: those it has a form for and whose error alone
+        is within budget (a layer over budget on its own cannot be part of a plan within it)."""
+        return [p for p in options if _fit(p, layer, emulator.group_size) == p
+                and (p == "fp32" or layer.sensitivity.get(p, 0.0) <= budget)] or ["fp32"]
 
     assignment = {l.layer: ladder(l)[0] for l in emulator.layers}
     while True:
