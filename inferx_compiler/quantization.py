@@ -8,7 +8,9 @@ one of these schemes and names the stored tensors after the weight they derive f
     "<weight key>#q:int4g<G>"        int4 [K/G, G, N], symmetric (-7..7), packed two per byte
     "<weight key>#q:int4g<G>:scale"  f32 [K/G, N]
 
-(an "h" after the scheme, "#q:int8h", is the weight-only GPU form: the same layouts with f16 scales;
+(an "h" after the scheme, "#q:int8h", is the weight-only GPU form: the same layouts with f16
+scales; "hn" stores the reduction dim innermost, "int8hn" [N, K] with scales [N], "int4g<G>hn"
+[N, K/G, G] with scales [N, K/G], the layout a GPU matrix-vector product reads contiguously;
 a trailing "t", "#q:int8t", means the layer reads the weight transposed, as ONNX Gemm transB=1
 does: the scheme is applied to W^T.) The driver then materializes every
 parameter key the compiled module names (`materialize`), so the artifact stores the integer
@@ -30,7 +32,7 @@ import numpy as np
 SEPARATOR = "#q:"
 INT8_MAX = 127
 INT4_MAX = 7
-_SCHEME = re.compile(r"^(int8|int4g(\d+))(h?)(t?)(:scale)?$")
+_SCHEME = re.compile(r"^(int8|int4g(\d+))(h?)(n?)(t?)(:scale)?$")
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,13 @@ class WeightScheme:
     group_size: int = 0  # int4 only
     transposed: bool = False  # the layer reads W^T (Gemm transB=1)
     f16_scales: bool = False  # scales stored (and multiplied) in f16: the GPU weight-only form
+    k_inner: bool = False  # GPU form stored [N, K] (reduction innermost), for matrix-vector layers
 
     @property
     def tag(self) -> str:
         name = "int8" if self.kind == "int8" else f"int4g{self.group_size}"
-        return name + ("h" if self.f16_scales else "") + ("t" if self.transposed else "")
+        return (name + ("h" if self.f16_scales else "") + ("n" if self.k_inner else "")
+                + ("t" if self.transposed else ""))
 
     def weight_key(self, source: str) -> str:
         return f"{source}{SEPARATOR}{self.tag}"
@@ -61,8 +65,8 @@ def parse_key(key: str):
     if not m:
         return None
     kind = "int8" if m.group(1) == "int8" else "int4"
-    scheme = WeightScheme(kind, int(m.group(2) or 0), bool(m.group(4)), bool(m.group(3)))
-    return source, scheme, bool(m.group(5))
+    scheme = WeightScheme(kind, int(m.group(2) or 0), bool(m.group(5)), bool(m.group(3)), bool(m.group(4)))
+    return source, scheme, bool(m.group(6))
 
 
 def _oriented(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
@@ -120,6 +124,9 @@ def stored_arrays(w: np.ndarray, scheme: WeightScheme) -> tuple[np.ndarray, np.n
         q, scale = quantize_int8(w)
     else:
         q, scale = quantize_int4(w, scheme.group_size)
+    if scheme.k_inner:  # reduction innermost: [N, K] / [N, K/G, G], scales [N] / [N, K/G]
+        q = np.ascontiguousarray(q.T if q.ndim == 2 else q.transpose(2, 0, 1))
+        scale = np.ascontiguousarray(scale.T)
     if scheme.f16_scales:
         scale = scale.astype(np.float16)
     return (pack_int4(q) if scheme.kind == "int4" else q), scale

@@ -265,41 +265,64 @@ def to_f16(x):
                    lambda b: arith.truncf(f16, b.arguments[0]))
 
 
-def dequantize_f16(wq, scale):
-    """sitofp(wq) * s in f16; wq is [K, N] with s [N], or [K/G, G, N] with s [K/G, N]."""
+def dequantize_f16(wq, scale, k_inner: bool):
+    """sitofp(wq) * s in f16, as the [K, N] weight (int4: [K/G, G, N]). wq is stored [K, N] with
+    s [N] (int4: [K/G, G, N], s [K/G, N]), or, k_inner, [N, K] with s [N] (int4: [N, K/G, G],
+    s [N, K/G]) and read through a permuted map."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     f16 = ir.F16Type.get()
     rank = wq.type.rank
-    init = tensor.EmptyOp(list(wq.type.shape), f16).result
-    scale_dims = (rank - 1,) if scale.type.rank == 1 else (0, rank - 1)
-    return generic([wq, scale], init, _maps(rank, tuple(range(rank)), scale_dims, tuple(range(rank))),
-                   ["parallel"] * rank,
+    if not k_inner:
+        init = tensor.EmptyOp(list(wq.type.shape), f16).result
+        maps = _maps(rank, tuple(range(rank)), (rank - 1,) if rank == 2 else (0, 2), tuple(range(rank)))
+    elif rank == 2:  # loops (k, n)
+        n, k = wq.type.shape
+        init = tensor.EmptyOp([k, n], f16).result
+        maps = _maps(2, (1, 0), (1,), (0, 1))
+    else:  # loops (g, kk, n)
+        n, groups, size = wq.type.shape
+        init = tensor.EmptyOp([groups, size, n], f16).result
+        maps = _maps(3, (2, 0, 1), (2, 0), (0, 1, 2))
+    return generic([wq, scale], init, maps, ["parallel"] * rank,
                    lambda b: arith.mulf(arith.sitofp(f16, b.arguments[0]), b.arguments[1]))
 
 
-def weight_only_product(x, wq, scale, y0):
-    """y0 + truncf(x) . dequantize(wq) as one f16 x f16 -> f32 linalg.matmul."""
+def weight_only_product(x, wq, scale, y0, k_inner: bool):
+    """y0 + truncf(x) . dequantize(wq) as one f16 x f16 -> f32 linalg.matmul (int4: the
+    dequantized [K/G, G, N] weight collapsed to [K, N])."""
     from iree.compiler import ir
     from iree.compiler.dialects import linalg, tensor
 
-    x16, w16 = to_f16(x), dequantize_f16(wq, scale)
+    x16, w16 = to_f16(x), dequantize_f16(wq, scale, k_inner)
     if wq.type.rank == 3:
-        groups, size, n = wq.type.shape
+        groups, size, n = w16.type.shape
         w16 = tensor.CollapseShapeOp(ir.RankedTensorType.get([groups * size, n], ir.F16Type.get()), w16,
                                      [[0, 1], [2]]).result
     return linalg.matmul(x16, w16, outs=[y0])
+
+
+def rows_are_tokens(x) -> bool:
+    """Whether the matmul's rows are batch x sequence (its input collapsed from a rank-3 tensor
+    by inferx-unbroadcast-matmul): many rows per call, a matrix-matrix product on GPUs."""
+    return defining_op(x, ("tensor.collapse_shape",)) is not None
 
 
 def _stored_types(scheme: WeightScheme, k: int, n: int):
     from iree.compiler import ir
 
     i8, i4 = ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(4)
+    groups = k // scheme.group_size if scheme.kind == "int4" else 0
+    if scheme.k_inner:  # the GPU's matrix-vector form: reduction innermost, f16 scales
+        f16 = ir.F16Type.get()
+        if scheme.kind == "int8":
+            return ir.RankedTensorType.get([n, k], i8), ir.RankedTensorType.get([n], f16)
+        return (ir.RankedTensorType.get([n, groups, scheme.group_size], i4),
+                ir.RankedTensorType.get([n, groups], f16))
     scale = ir.F16Type.get() if scheme.f16_scales else ir.F32Type.get()
     if scheme.kind == "int8":
         return ir.RankedTensorType.get([k, n], i8), ir.RankedTensorType.get([n], scale)
-    groups = k // scheme.group_size
     return (ir.RankedTensorType.get([groups, scheme.group_size, n], i4),
             ir.RankedTensorType.get([groups, n], scale))
 
@@ -316,7 +339,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
 
     with ir.InsertionPoint(matmul), matmul.location:
         if scheme.f16_scales:
-            y = weight_only_product(x, wq, scale, y0)
+            y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
         else:
             step, zero_point = row_ranges(x)
             xq = quantize_rows(x, step, zero_point)
@@ -378,8 +401,9 @@ class QuantizeContractions(TargetedPass):
             remark(self.name, op, f"declined: int4 groups of {self.group_size} do not divide K={k}")
             return
         gpu = backend == "cuda"
-        scheme = (WeightScheme("int8", 0, weight.transposed, gpu) if precision == "i8"
-                  else WeightScheme("int4", self.group_size, weight.transposed, gpu))
+        k_inner = gpu and not rows_are_tokens(op.operands[0])
+        scheme = (WeightScheme("int8", 0, weight.transposed, gpu, k_inner) if precision == "i8"
+                  else WeightScheme("int4", self.group_size, weight.transposed, gpu, k_inner))
         how = ("f16 activations, weights dequantized in the matmul, f32 sums" if gpu
                else "int8 activations, s32 sums")
         remark(self.name, op, f"{label}: {k}x{op.operands[2].type.shape[1]} weight '{weight.key}' "
