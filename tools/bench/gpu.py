@@ -62,6 +62,14 @@ SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "i
 
 
 
+# stored weight bytes against fp32's (int8/int4: the integer weights; their scales are < 1%)
+WEIGHT_BYTES_FACTOR = {"fp16": 0.5, "int8": 0.25, "int4": 0.125}
+
+
+def _precision_of(system: str) -> str:
+    return "int8" if "int8" in system else "int4" if "int4" in system else "fp16" if "16" in system else "fp32"
+
+
 def inferx_layout() -> str:
     """The repo's folders in installed layout (inferx_compiler.{passes,dialects,runtime}) in a temp dir."""
     dst = os.path.join(tempfile.gettempdir(), "inferx-bench-layout")
@@ -491,7 +499,7 @@ def bench_model(name, entry, systems, work, rows, ceilings):
         for s in systems:
             if s.startswith("inferx") and s not in entry["systems"]:
                 continue  # a variant built for other models only
-            prec = "int8" if "int8" in s else "int4" if "int4" in s else "fp16" if "16" in s else "fp32"
+            prec = _precision_of(s)
             rec = entry["systems"].get(s, {})
             row = {"model": name, "batch": batch, "system": s, "precision": prec, "tol": TOL[prec],
                    "samples_ms": [], "h2h_samples_ms": []}
@@ -577,7 +585,7 @@ def bench_model(name, entry, systems, work, rows, ceilings):
                         f"span {kp['span_ms'] if kp['span_ms'] is None else round(kp['span_ms'], 3)} ms")
         if name.startswith("mlp") and batch == 1 and ceilings:
             for s in order:
-                wb = entry["weight_bytes"] * (0.5 if "16" in s else 1.0)
+                wb = entry["weight_bytes"] * WEIGHT_BYTES_FACTOR.get(_precision_of(s), 1.0)
                 floor = wb / ceilings["copy_bytes_per_s"] * 1e3
                 row_of[s].update(bandwidth_floor_ms=floor, x_bandwidth_floor=row_of[s]["median_ms"] / floor)
         log(f"{name} b{batch}: dev median ms " + "  ".join(f"{s}={row_of[s]['median_ms']:.3f}" for s in order))
