@@ -122,13 +122,20 @@ def _round_bf16(x: np.ndarray) -> np.ndarray:
     return rounded.astype(np.uint32).view(np.float32)
 
 
+def _layer_weight(index: int) -> str:
+    return f"__inferx_weight_{index}"
+
+
 def _gate(kind: str, index: int) -> str:
     return f"__inferx_gate_{kind}_{index}"
 
 
 def emulation_model(proto, layers: list[Layer], opset: int, kinds: set[str]):
     """A copy of the prepared model (weights as inputs) with, before each layer's activation
-    input, `x + gate * (round(x) - x)` for each rounding kind ("int8" per row, "fp16", "bf16")."""
+    input, `x + gate * (round(x) - x)` for each rounding kind ("int8" per row, "fp16", "bf16"),
+    and each layer reading its weight through an input of its own (`_layer_weight(i)`): a weight
+    tied to other uses (GPT-2's embedding table is also its lm_head) is lowered only where the
+    layer reads it, as in the compiled code."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -155,6 +162,12 @@ def emulation_model(proto, layers: list[Layer], opset: int, kinds: set[str]):
                       helper.make_node("Add", [current, p + "_g"], [p])]
             current = p
         node.input[0] = current
+        typed = next(vi for vi in graph.input if vi.name == layer.weight)
+        alias = onnx.ValueInfoProto()
+        alias.CopyFrom(typed)
+        alias.name = _layer_weight(i)
+        graph.input.append(alias)
+        node.input[1] = alias.name
         new_nodes[node.name] = nodes
     ordered = []
     for node in graph.node:
@@ -292,12 +305,13 @@ class Emulator:
         feeds = dict(self.weights)
         for i, layer in enumerate(self.layers):
             p = assignment.get(layer.layer, "fp32")
+            feeds[_layer_weight(i)] = self.weights[layer.weight]
             if p != "fp32":
                 key = (layer.weight, p, layer.transposed)
                 if key not in self.cache:
                     self.cache[key] = emulated_weight(self.weights[layer.weight], p, layer, self.group_size,
                                                       self.gpu)
-                feeds[layer.weight] = self.cache[key]
+                feeds[_layer_weight(i)] = self.cache[key]
             for kind in self.kinds:
                 feeds[_gate(kind, i)] = np.array(1.0 if _activation_kind(p, self.gpu) == kind else 0.0,
                                                  np.float32)

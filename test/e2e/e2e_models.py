@@ -206,6 +206,21 @@ def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])], inits)
 
 
+def tied_lm(seed=6, vocab=512, d=128, seq=8):
+    """A token embedding (Gather) whose table is also the output projection (Gemm transB=1, as
+    GPT-2 ties them): ids [batch, seq] int64 -> logits [batch*seq, vocab]."""
+    rng = np.random.default_rng(seed)
+    inits = {"wte": _w(rng, vocab, d, scale=0.5), "w_mid": _w(rng, d, d),
+             "shape2d": np.array([-1, d], np.int64)}
+    nodes = [helper.make_node("Gather", ["wte", "ids"], ["emb"], name="embed"),
+             helper.make_node("Reshape", ["emb", "shape2d"], ["h0"], name="flatten"),
+             helper.make_node("MatMul", ["h0", "w_mid"], ["h1"], name="mid"),
+             helper.make_node("Relu", ["h1"], ["h2"], name="act"),
+             helper.make_node("Gemm", ["h2", "wte"], ["logits"], name="lm_head", transB=1)]
+    return _model(nodes, "tied_lm", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", seq])],
+                  [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["rows", vocab])], inits)
+
+
 MODELS = {"mlp": mlp, "cnn": cnn, "transformer": transformer_block, "wide_mlp": wide_mlp}
 
 

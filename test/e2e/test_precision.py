@@ -16,7 +16,7 @@ import onnx
 import pytest
 
 import inferx_compiler
-from e2e_models import random_inputs, sensitive_mlp, wide_mlp
+from e2e_models import random_inputs, sensitive_mlp, tied_lm, wide_mlp
 from helpers import onnxruntime_outputs, rel_l2, save
 from inferx_compiler import calibration, onnx_frontend, precision_plan
 from inferx_compiler.cli.common import python_entry
@@ -65,6 +65,21 @@ def test_integer_layers_compute_the_emulated_plan(tmp_path, precision, weight_ra
     report = json.loads(zipfile.ZipFile(out).read("report.json"))
     decided = [d for d in report["decisions"] if d["pass"] == "inferx-quantize-contractions"]
     assert {d["node"] for d in decided} == {"linear0", "linear1"}
+
+
+def test_tied_weight_is_lowered_only_where_the_layer_reads_it(tmp_path):
+    """The embedding table is also the lm_head's weight: at int8 the lm_head reads the int8 copy,
+    the Gather still the f32 table (both stored), and the emulation lowers only the lm_head."""
+    path = save(tied_lm(), tmp_path / "t.onnx")
+    out = tmp_path / "t.ixa"
+    proc = _compile(path, "--target", "cpu", "--precision", "int8", "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    keys = _manifest(out)["weights"]["keys"]
+    assert "wte" in keys and "wte#q:int8t" in keys and "w_mid#q:int8" in keys and "w_mid" not in keys
+    feeds = {"ids": np.random.default_rng(2).integers(0, 512, (2, 8), dtype=np.int64)}
+    got = inferx_compiler.load(str(out)).run(feeds)["logits"]
+    assert rel_l2(got, _emulated(path, "int8", feeds, 128)) < 2e-3
+    assert rel_l2(got, onnxruntime_outputs(path, feeds)["logits"]) > 1e-3
 
 
 def test_auto_keeps_the_sensitive_layer_and_meets_its_budget(tmp_path):
