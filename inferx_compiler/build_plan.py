@@ -86,7 +86,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
     if options.fuse_attention != "off" and target.executable and options.runs("inferx-fuse-attention"):
         force = " force=true" if options.fuse_attention == "on" else ""
         passes.append(f"inferx-fuse-attention{{target={target.name}{force}}}")
-    if integer_layers(options):
+    if integer_layers(options) or (options.plan is None and options.precision in ("int8", "int4", "auto")):
+        # (without a resolved plan, e.g. --dump-pipeline: the pass a plan of this mode may need)
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
