@@ -132,11 +132,22 @@ def stored_arrays(w: np.ndarray, scheme: WeightScheme) -> tuple[np.ndarray, np.n
     return (pack_int4(q) if scheme.kind == "int4" else q), scale
 
 
+def requantize_int4_to_int8(q: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int4 groups (q [K/G, G, N], scale [K/G, N]) -> int8 per column ([K, N], [N]), as the CPU
+    form computes it at load: s8 = max_g scale * 7/127, w8 = clip(rint(q * scale / s8), +-127)."""
+    s8 = (scale.max(axis=0) * np.float32(INT4_MAX / INT8_MAX)).astype(np.float32)
+    value = (q.astype(np.float32) * scale[:, None, :]) / s8
+    w8 = np.clip(np.rint(value), -INT8_MAX, INT8_MAX).astype(np.int8)
+    return w8.reshape(-1, w8.shape[-1]), s8
+
+
 def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
     """The f32 weight the compiled layer computes with (same orientation as `w`)."""
     ww = _oriented(w, scheme)
     if scheme.kind == "int8":
         q, scale = quantize_int8(ww)
+    elif not scheme.f16_scales:  # CPU: int4 groups requantized to int8 per column at load
+        q, scale = requantize_int4_to_int8(*quantize_int4(ww, scheme.group_size))
     else:
         q, scale = quantize_int4(ww, scheme.group_size)
         scale = scale[:, None, :]

@@ -190,7 +190,12 @@ def test_quantizers_round_trip_and_pack_as_iree_reads_i4():
     values = q.unpack_int4(stored, (4, 16, 12))
     assert values.min() >= -7 and values.max() <= 7
     assert np.array_equal(values, q.quantize_int4(w, 16)[0])
-    assert np.allclose((values * scale[:, None, :]).reshape(64, 12), q.fake_quantize(w, scheme))
+    w8, s8 = q.requantize_int4_to_int8(values, scale)  # the CPU computes int4 as int8 per column
+    assert np.allclose(w8 * s8, q.fake_quantize(w, scheme))
+    assert np.abs(w8 * s8 - (values * scale[:, None, :]).reshape(64, 12)).max() <= 0.5 * s8.max() + 1e-6
+    gpu = q.WeightScheme("int4", 16, f16_scales=True)  # the GPU dequantizes int4 groups directly
+    assert np.allclose((values * scale[:, None, :].astype(np.float16)).reshape(64, 12), q.fake_quantize(w, gpu),
+                       rtol=1e-3)
     assert q.pack_int4(np.array([1, -2], np.int8))[0] == 0xE1  # element 0 in the low nibble
     assert q.parse_key(scheme.scale_key("a#b")) == ("a#b", scheme, True)
     assert q.parse_key("plain.weight") is None

@@ -42,17 +42,21 @@ func.func @int8_projection(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.p
 // -----
 
 // int4 through a transposed weight (ONNX Gemm transB=1): the stored int4 weight is [K/G, G, N]
-// of W^T, one scale per group and column; one i32 sum per group, rescaled and summed over the
-// groups (with per-group column sums for the zero point). The transpose and the f32 argument are gone.
+// of W^T with one scale per group and column; it is requantized to int8 per column (the column
+// scale from the largest group scale), collapsed to [K, N], and the int8 form follows. The
+// transpose and the f32 argument are gone.
 // REMARK: remark: inferx-quantize-contractions: int4: 128x16 weight 'gemm.w' stored as int4g32t, int8 activations, s32 sums
 // CHECK-LABEL: func.func @int4_transposed(
-// CHECK-SAME:    %[[X:.+]]: tensor<4x128xf32>, %[[WQ:.+]]: tensor<4x32x16xi4> {inferx.parameter = "gemm.w#q:int4g32t"}, %[[S:.+]]: tensor<4x16xf32> {inferx.parameter = "gemm.w#q:int4g32t:scale"})
+// CHECK-SAME:    %[[X:.+]]: tensor<4x128xf32>, %[[WQ:.+]]: tensor<4x32x16xi4> {inferx.parameter = "gemm.w#q:int4g32t"}, %[[S4:.+]]: tensor<4x16xf32> {inferx.parameter = "gemm.w#q:int4g32t:scale"})
 // CHECK-NOT:     linalg.transpose
-// CHECK:         %[[W8:.+]] = linalg.generic {{.*}} ins(%[[WQ]] : tensor<4x32x16xi4>) outs({{.*}} : tensor<4x32x16xi8>)
-// CHECK:           arith.extsi {{.*}} : i4 to i8
-// CHECK:         %[[XG:.+]] = tensor.expand_shape {{.*}} : tensor<4x128xi8> into tensor<4x4x32xi8>
-// CHECK:         %[[ACC:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[XG]], %[[W8]] : tensor<4x4x32xi8>, tensor<4x32x16xi8>) outs({{.*}} : tensor<4x16x4xi32>)
-// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACC]], {{.*}}, %[[S]] : tensor<4x16x4xi32>, tensor<4x16xi32>, tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>) outs({{.*}} : tensor<4x16xf32>)
+// CHECK:         %[[TOP:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[S4]] : tensor<4x16xf32>) outs({{.*}} : tensor<16xf32>)
+// CHECK:         %[[S8:.+]] = linalg.generic {{.*}} ins(%[[TOP]] : tensor<16xf32>)
+// CHECK:         %[[W8G:.+]] = linalg.generic {{.*}} ins(%[[WQ]], %[[S4]], %[[S8]] : tensor<4x32x16xi4>, tensor<4x16xf32>, tensor<16xf32>) outs({{.*}} : tensor<4x32x16xi8>)
+// CHECK:           arith.extsi {{.*}} : i4 to i32
+// CHECK:           math.roundeven
+// CHECK:         %[[W8:.+]] = tensor.collapse_shape %[[W8G]] {{\[}}[0, 1], [2]] : tensor<4x32x16xi8> into tensor<128x16xi8>
+// CHECK:         linalg.matmul ins(%{{.*}}, %[[W8]] : tensor<4x128xi8>, tensor<128x16xi8>) outs({{.*}} : tensor<4x16xi32>)
+// CHECK:         linalg.generic {{.*}} ins({{.*}}, %[[S8]] : tensor<4x16xi32>, tensor<16xi32>, tensor<4xf32>, tensor<4xf32>, tensor<16xf32>) outs({{.*}} : tensor<4x16xf32>)
 func.func @int4_transposed(%x: tensor<4x128xf32>, %w: tensor<16x128xf32> {inferx.parameter = "gemm.w"}) -> tensor<4x16xf32> {
   %zero = arith.constant 0.0 : f32
   %et = tensor.empty() : tensor<128x16xf32>
