@@ -35,7 +35,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import quantization
-from .precision_plan import INTEGER, Layer, PrecisionError, PrecisionPlan, _fit, candidates
+from .precision_plan import INTEGER, Layer, PrecisionError, PrecisionPlan, form_for, candidates
 from .targets import Target
 
 CHUNK_ROWS = 8  # samples per onnxruntime call
@@ -297,8 +297,8 @@ class Emulator:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         e = cls(session, layers, weights, kinds, group_size, data, held_out, [], [], {}, gpu)
         fp32 = {l.layer: "fp32" for l in layers}
-        e.reference = e._outputs(fp32, data)
-        e.reference_held = e._outputs(fp32, held_out)
+        e.reference = e.outputs(fp32, data)
+        e.reference_held = e.outputs(fp32, held_out)
         return e
 
     def _weights_for(self, assignment: dict[str, str]) -> dict[str, np.ndarray]:
@@ -317,7 +317,7 @@ class Emulator:
                                                  np.float32)
         return feeds
 
-    def _outputs(self, assignment, data) -> list:
+    def outputs(self, assignment, data) -> list:
         weights = self._weights_for(assignment)
         n = len(next(iter(data.values())))
         outs = []
@@ -330,7 +330,7 @@ class Emulator:
 
     def error(self, assignment: dict[str, str], held_out: bool = False) -> float:
         reference = self.reference_held if held_out else self.reference
-        got = self._outputs(assignment, self.held_out if held_out else self.data)
+        got = self.outputs(assignment, self.held_out if held_out else self.data)
         return relative_l2(reference, got)
 
 
@@ -351,7 +351,7 @@ def measure_sensitivity(emulator: Emulator, options: list[str], progress: Callab
             if p == "fp32":
                 continue
             done += 1
-            fitted = _fit(p, layer, emulator.group_size)
+            fitted = form_for(p, layer, emulator.group_size)
             if fitted != p:
                 continue
             layer.sensitivity[p] = emulator.error({layer.layer: p})
@@ -364,7 +364,7 @@ def search(emulator: Emulator, options: list[str], budget: float,
     def ladder(layer):
         """The layer's candidates, cheapest first: those it has a form for and whose error alone
         is within budget (a layer over budget on its own cannot be part of a plan within it)."""
-        return [p for p in options if _fit(p, layer, emulator.group_size) == p
+        return [p for p in options if form_for(p, layer, emulator.group_size) == p
                 and (p == "fp32" or layer.sensitivity.get(p, 0.0) <= budget)] or ["fp32"]
 
     assignment = {l.layer: ladder(l)[0] for l in emulator.layers}

@@ -163,7 +163,7 @@ def check_precision(precision: str, target: Target) -> None:
 def uniform_plan(mode: str, target: Target, layers: list[Layer], group_size: int) -> PrecisionPlan:
     plan = PrecisionPlan(mode, target.name, group_size, layers)
     for layer in layers:
-        layer.precision = _fit(mode, layer, group_size)
+        layer.precision = form_for(mode, layer, group_size)
     skipped = [l.layer for l in layers if l.precision != mode]
     if skipped and mode != "fp32":
         plan.notes.append(f"kept fp32 (no {mode} form for them): " + ", ".join(skipped[:10])
@@ -171,8 +171,9 @@ def uniform_plan(mode: str, target: Target, layers: list[Layer], group_size: int
     return plan
 
 
-def _fit(precision: str, layer: Layer, group_size: int) -> str:
-    """The precision itself, or fp32 where this layer has no such form."""
+def form_for(precision: str, layer: Layer, group_size: int) -> str:
+    """The precision itself, or the nearest this layer has a form for: fp32 for integer precisions
+    on a non-quantizable layer (Conv), int8 for int4 groups that do not divide K."""
     if precision in INTEGER and not layer.quantizable:
         return "fp32"
     k = layer.shape[1] if layer.transposed else layer.shape[0]
@@ -196,9 +197,7 @@ def rule_plan(target: Target, layers: list[Layer], group_size: int) -> Precision
             choice = options[0]
             if (layer.outlier_ratio > OUTLIER_RATIO_INT8 or layer.layer in ends) and choice == "int4":
                 choice = "int8"
-        layer.precision = _fit(choice, layer, group_size) if choice in INTEGER else choice
-        if layer.precision in INTEGER and not layer.quantizable:
-            layer.precision = "fp32"
+        layer.precision = form_for(choice, layer, group_size)
     return plan
 
 
@@ -232,7 +231,7 @@ def load_plan(path: str, target: Target, layers: list[Layer]) -> PrecisionPlan:
         layer.precision = entry.get("precision", "fp32")
         layer.sensitivity = dict(entry.get("sensitivity", {}))
         layer.activation = dict(entry.get("activation", {}))
-        if layer.precision != _fit(layer.precision, layer, group_size):
+        if layer.precision != form_for(layer.precision, layer, group_size):
             raise PrecisionError(f"--precision-plan {path}: layer '{layer.layer}' ({layer.op}, weight "
                                  f"{layer.shape}) has no {layer.precision} form")
     plan = PrecisionPlan(data.get("mode", "plan"), target.name, group_size, layers,

@@ -186,14 +186,6 @@ def quantize_rows(x, step, zero_point):
     return generic([x, step, zero_point], init, _maps(2, (0, 1), (0,), (0,), (0, 1)), ["parallel"] * 2, body)
 
 
-def _widen_multiply_add(b, i32):
-    from iree.compiler.dialects import arith
-
-    lhs = arith.extsi(i32, b.arguments[0])
-    rhs = arith.extsi(i32, b.arguments[1])
-    return arith.addi(b.arguments[2], arith.muli(lhs, rhs))
-
-
 def _widen_add(b, i32):
     from iree.compiler.dialects import arith
 

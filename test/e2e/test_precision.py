@@ -41,7 +41,7 @@ def _emulated(model_path: str, precision: str, feeds: dict, group_size: int) -> 
     prepared = onnx_frontend.prepare(model, name="m", sha256=digest, log=BuildLog(quiet=True))
     layers = precision_plan.model_layers(prepared.proto, prepared.weights)
     emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"int8"}, group_size, feeds, feeds)
-    return emulator._outputs({l.layer: precision for l in layers}, feeds)[0][0]
+    return emulator.outputs({l.layer: precision for l in layers}, feeds)[0][0]
 
 
 @pytest.mark.parametrize("precision, weight_ratio", [("int8", 0.27), ("int4", 0.16)])

@@ -71,9 +71,9 @@ def prepare(out: str) -> None:
         layers = precision_plan.model_layers(prepared.proto, prepared.weights)
         emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"fp16"}, group,
                                               feeds, feeds, gpu=True)
-        fp32 = emulator._outputs({}, feeds)
+        fp32 = emulator.outputs({}, feeds)
         for precision in PRECISIONS:
-            emulated = emulator._outputs({l.layer: precision for l in layers}, feeds)
+            emulated = emulator.outputs({l.layer: precision for l in layers}, feeds)
             np.savez(os.path.join(out, f"{name}.{precision}.expected.npz"),
                      emulated=np.concatenate([c[0] for c in emulated]), fp32=np.concatenate([c[0] for c in fp32]))
             artifact = os.path.join(out, f"{name}.{precision}.ixa")
