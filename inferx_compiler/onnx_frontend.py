@@ -67,6 +67,29 @@ def load_model(path: str) -> tuple[onnx.ModelProto, str]:
     return model, digest
 
 
+def declared_inputs(path: str) -> list[TensorSpec]:
+    """The model's inputs as its graph declares them, read without weights or shape
+    inference: what option checks before a compile look at."""
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as e:
+        raise ModelLoadError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
+    _name_unnamed_dims(model)
+    init_names = {i.name for i in model.graph.initializer}
+    return [TensorSpec.from_value_info(vi) for vi in model.graph.input if vi.name not in init_names]
+
+
+def external_data_files(path: str) -> list[str]:
+    """The existing external-data files an ONNX model names (paths beside the model)."""
+    from onnx.external_data_helper import ExternalDataInfo
+
+    model = onnx.load(path, load_external_data=False)
+    base = os.path.dirname(os.path.abspath(path))
+    names = {ExternalDataInfo(t).location for t in model.graph.initializer
+             if t.data_location == onnx.TensorProto.EXTERNAL}
+    return sorted(p for p in (os.path.join(base, n) for n in names) if os.path.isfile(p))
+
+
 def default_opset(model: onnx.ModelProto) -> int:
     for imp in model.opset_import:
         if imp.domain in LOWERABLE_DOMAINS:
@@ -90,7 +113,9 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
         model = _upgrade_opset(model, opset, log)
         if default_opset(model) != opset:
             upgraded_from, opset = opset, default_opset(model)
+    _name_unnamed_dims(model)
     model = _infer_shapes(model, name)
+    _name_computed_dims(model)
     inputs, outputs = _interface(model, set(weights))
     return PreparedModel(model, name, sha256, inputs, outputs, weights, opset, upgraded_from,
                          _node_index(model))
@@ -108,6 +133,27 @@ def specialize(prepared: PreparedModel, dims: dict[str, int]) -> onnx.ModelProto
                 d.dim_value = dims[d.dim_param]  # sets the oneof: dim_param is cleared
     del graph.value_info[:]
     return _infer_shapes(model, prepared.name)
+
+
+def _name_unnamed_dims(model: onnx.ModelProto) -> None:
+    """Give each unnamed dynamic input dim its own symbol, `INPUT_dimK` (one per input and
+    position: two unnamed dims are never assumed equal), before shape inference, so that
+    outputs derived from it carry the same symbol instead of onnx's `unk__N`."""
+    for vi in model.graph.input:
+        for k, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not (d.HasField("dim_value") and d.dim_value > 0) and not d.dim_param:
+                d.dim_param = f"{vi.name}_dim{k}"
+
+
+def _name_computed_dims(model: onnx.ModelProto) -> None:
+    """Output dims no input determines (onnx names them `unk__N`, or leaves them blank) are
+    named after the output and position, `OUTPUT_dimK`: the size the model computes."""
+    for vi in model.graph.output:
+        for k, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            if not d.dim_param or d.dim_param.startswith("unk__"):
+                d.dim_param = f"{vi.name}_dim{k}"
 
 
 def _check_structure(model: onnx.ModelProto, name: str) -> None:

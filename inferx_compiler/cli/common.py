@@ -1,12 +1,72 @@
-"""What every inferx CLI shares: error reporting and exit codes."""
+"""What every inferx CLI shares: click plumbing, error reporting and exit codes.
+
+Every console script is a click command run through `click_main`, so `main(argv)` returns
+an exit code (tests call it in-process) and the exit codes are the same everywhere:
+0 done, 1 a user error found while working, 2 bad usage (click's), 3 a bug in inferx,
+4 a crash in native code, 130 interrupted.
+Shell completion comes from click: `eval "$(_INFERX_COMPILE_COMPLETE=bash_source inferx-compile)"`
+(zsh_source, fish_source; the variable is the program name upper-cased, `-` as `_`).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
+from types import SimpleNamespace
 from typing import Callable
 
+import click
+
 from inferx_compiler.errors import InferXError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def completion_epilog(prog: str) -> str:
+    var = "_" + prog.upper().replace("-", "_") + "_COMPLETE"
+    return f'\b\nShell completion (bash; zsh_source, fish_source for the others):\n  eval "$({var}=bash_source {prog})"'
+
+
+def click_main(command: click.Command, argv: list[str] | None) -> int:
+    """Run a click command as an inferx CLI and return its exit code (usage errors print
+    click's usage line and `Error: ...`, and exit 2, before any work starts)."""
+    try:
+        rv = command.main(args=argv, prog_name=command.name, standalone_mode=False,
+                          obj={"argv": argv})
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.Abort:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+def command_argv() -> list[str] | None:
+    """The argv the running command was given (None: sys.argv), e.g. to re-run it in a child."""
+    return click.get_current_context().find_root().obj["argv"]
+
+
+def options_namespace(params: dict) -> SimpleNamespace:
+    """The command's parameters as attributes (`args.target`); repeatable options as lists."""
+    return SimpleNamespace(**{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()})
+
+
+def existing_file(ctx, param, value):
+    """click callback: the path names a readable file (error: 'PATH: no such file')."""
+    for path in (value if isinstance(value, tuple) else (value,)):
+        if path is not None and path != "-" and not os.path.isfile(path):
+            what = "is a directory, not a file" if os.path.isdir(path) else "no such file"
+            raise click.BadParameter(f"{path}: {what}", ctx=ctx, param=param)
+    return value
+
+
+def existing_path(ctx, param, value):
+    """click callback: the path names an existing file or directory."""
+    if value is not None and not os.path.exists(value):
+        raise click.BadParameter(f"{value}: no such file or directory", ctx=ctx, param=param)
+    return value
 
 
 def run_cli(work: Callable[[], int], debug: bool) -> int:

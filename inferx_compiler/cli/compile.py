@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import resource
 import sys
 import time
+
+import click
 
 from inferx_compiler.build_plan import describe_pipeline, format_pipeline
 from inferx_compiler.driver import compile_onnx_file, write_result
@@ -17,99 +18,181 @@ from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.targets import all_targets, format_target_table, get_target
 
-from .common import run_cli, run_isolated
+from .common import (CONTEXT_SETTINGS, click_main, command_argv, completion_epilog, existing_file,
+                     existing_path, options_namespace, run_cli, run_isolated)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="inferx-compile",
-        description="Compile an ONNX model ahead of time for one target into an .ixa artifact.")
-    p.add_argument("model", nargs="?", help="path to the .onnx model")
-    p.add_argument("--target", help="target name (see --list-targets)")
-    p.add_argument("-o", "--output", help="output path (artifact .ixa, or the --emit stage)")
-    p.add_argument("--emit", default="artifact", choices=EMIT_CHOICES,
-                   help="stop at a stage: torch, linalg, inferx, executable-sources (text MLIR), "
-                        "vmfb (IREE module alone, weights inlined), artifact (default)")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
-                   help="contraction precision: fp32, fp16/bf16 (f32 accumulation), int8/int4 (CPU: "
-                        "integer weights, int8 activations quantized per row at run time), auto (per "
-                        "layer, the cheapest within --accuracy-budget), fp8 (refused: IREE 3.13 cannot "
-                        "lower it)")
-    p.add_argument("--calibration", metavar="DATA.npz|DIR",
-                   help="calibration samples: an .npz keyed by input name (samples along the first dim) "
-                        "or a directory of them; measures each layer's sensitivity")
-    p.add_argument("--accuracy-budget", type=float, metavar="ERR",
-                   help="largest model error allowed (relative L2 against fp32; auto's default 0.01)")
-    p.add_argument("--group-size", type=int, default=128, metavar="G",
-                   help="int4: weights per scale along the reduction (default 128)")
-    p.add_argument("--precision-plan", metavar="PLAN.json",
-                   help="build with this precision plan (from --emit-plan): the same plan gives the same artifact")
-    p.add_argument("--emit-plan", metavar="FILE",
-                   help="write the precision plan used as JSON (alone, without building, when -o is not given)")
-    p.add_argument("--plan-chart", metavar="FILE.png",
-                   help="draw precision and measured sensitivity per layer (needs matplotlib)")
-    p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
-                   help="extra flag passed to IREE (repeatable; recorded in the manifest)")
-    p.add_argument("--batch-sizes", metavar="1,2,4,8",
-                   help="batch buckets to record (latency measured on the build machine when it has "
-                        "the target's device, estimated otherwise); the batch dim stays dynamic")
-    p.add_argument("--dynamic-only", action="store_true",
-                   help="compile only the dynamic-shape function (by default a static-shape function "
-                        "is added per batch size: batch 1, or each of --batch-sizes)")
-    p.add_argument("--conv-algorithms", default="auto", metavar="auto|none|LIST",
-                   help="convolution algorithms inferx-conv-strategy may choose on CPU targets: auto "
-                        "(the target's rule table), none (IREE's default lowering), or a comma-separated "
-                        "subset of matmul,winograd,im2col")
-    p.add_argument("--fuse-attention", default="auto", choices=ATTENTION_CHOICES,
-                   help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
-                        "targets), on (any target), off")
-    p.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
-                   help="leave one of the optimizing passes out of the build (repeatable), to measure "
-                        f"what it is worth: {', '.join(OPTIONAL_PASSES)}")
-    p.add_argument("--tune", action="store_true",
-                   help="measure dispatch configurations on this machine (cpu target) and keep the "
-                        "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "
-                        "then build with them")
-    p.add_argument("--tuning-db", metavar="FILE",
-                   help="build with the measured configurations in this tuning database")
-    p.add_argument("--explain", action="store_true",
-                   help="print, per dispatch, the root op, shapes, fused ops and the chosen configuration "
-                        "with its source (tuned / IREE), and each pass decision per ONNX node")
-    p.add_argument("--no-measure", action="store_true",
-                   help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
-    p.add_argument("--list-targets", action="store_true", help="print the target table and exit")
-    p.add_argument("--dump-pipeline", action="store_true",
-                   help="print every stage of the pipeline this build runs and exit")
-    p.add_argument("--report", metavar="FILE",
-                   help="write build statistics (time, peak RSS) and, per dispatch, its root op, loops, "
-                        "FLOPs, fused ops and configuration with its source, and the passes' decisions, as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
-    return p
+EXAMPLES = """\b
+Examples:
+  inferx-compile model.onnx --target a100 -o model.ixa
+  inferx-compile model.onnx --target x86-avx2 --precision int8 --calibration samples.npz -o model.ixa
+  inferx-compile model.onnx --target x86-avx2 --batch-sizes 1,4,16 -o model.ixa
+  inferx-compile model.onnx --target h200 --check           will it compile? (no code generation)
+  inferx-compile model.onnx --target x86-avx2 --cache-dir ~/.cache/inferx -o model.ixa
+  inferx-compile --list-targets
+"""
+
+
+def _target_name(ctx, param, value):
+    if value is not None:
+        try:
+            get_target(value)
+        except TargetError as e:
+            raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+    return value
+
+
+def _batch_sizes(ctx, param, value):
+    if value is None:
+        return ()
+    from inferx_compiler.buckets import parse_batch_sizes
+
+    try:
+        return tuple(parse_batch_sizes(value))
+    except InferXError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+
+
+def _conv_algorithms_option(ctx, param, value):
+    try:
+        return _conv_algorithms(value)
+    except TargetError as e:
+        raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+
+
+@click.command("inferx-compile", context_settings=CONTEXT_SETTINGS,
+               epilog=EXAMPLES + "\n" + completion_epilog("inferx-compile"))
+@click.argument("model", required=False, callback=existing_file)
+@click.option("--target", callback=_target_name, help="target name (see --list-targets)",
+              shell_complete=lambda ctx, param, incomplete: [t for t in all_targets() if t.startswith(incomplete)])
+@click.option("-o", "--output", help="output path (artifact .ixa, or the --emit stage)")
+@click.option("--emit", default="artifact", show_default=True, type=click.Choice(EMIT_CHOICES),
+              help="stop at a stage: torch, linalg, inferx, executable-sources (text MLIR), "
+                   "vmfb (IREE module alone, weights inlined), artifact")
+@click.option("--check", is_flag=True,
+              help="pre-flight: import and lower up to IREE's dispatch formation, without code "
+                   "generation, and report every problem with the ONNX node it comes from; exit 0 "
+                   "when the model will compile")
+@click.option("--json", "as_json", is_flag=True, help="with --check: print the report as JSON")
+@click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
+              help="contraction precision: fp32, fp16/bf16 (f32 accumulation), int8/int4 (CPU: "
+                   "integer weights, int8 activations quantized per row at run time), auto (per "
+                   "layer, the cheapest within --accuracy-budget), fp8 (refused: IREE 3.13 cannot "
+                   "lower it)")
+@click.option("--calibration", metavar="DATA.npz|DIR", callback=existing_path,
+              help="calibration samples: an .npz keyed by input name (samples along the first dim) "
+                   "or a directory of them; measures each layer's sensitivity")
+@click.option("--accuracy-budget", type=click.FloatRange(min=0, min_open=True), metavar="ERR",
+              help="largest model error allowed (relative L2 against fp32; auto's default 0.01)")
+@click.option("--group-size", type=click.IntRange(min=1), default=128, show_default=True, metavar="G",
+              help="int4: weights per scale along the reduction")
+@click.option("--precision-plan", metavar="PLAN.json", callback=existing_file,
+              help="build with this precision plan (from --emit-plan): the same plan gives the same artifact")
+@click.option("--emit-plan", metavar="FILE",
+              help="write the precision plan used as JSON (alone, without building, when -o is not given)")
+@click.option("--plan-chart", metavar="FILE.png",
+              help="draw precision and measured sensitivity per layer (needs matplotlib)")
+@click.option("--iree-flag", multiple=True, metavar="FLAG",
+              help="extra flag passed to IREE (repeatable; recorded in the manifest)")
+@click.option("--batch-sizes", metavar="1,2,4,8", callback=_batch_sizes,
+              help="batch buckets to record (latency measured on the build machine when it has "
+                   "the target's device, estimated otherwise); the batch dim stays dynamic")
+@click.option("--dynamic-only", is_flag=True,
+              help="compile only the dynamic-shape function (by default a static-shape function "
+                   "is added per batch size: batch 1, or each of --batch-sizes)")
+@click.option("--conv-algorithms", default="auto", show_default=True, metavar="auto|none|LIST",
+              callback=_conv_algorithms_option,
+              help="convolution algorithms inferx-conv-strategy may choose on CPU targets: auto "
+                   "(the target's rule table), none (IREE's default lowering), or a comma-separated "
+                   "subset of matmul,winograd,im2col")
+@click.option("--fuse-attention", default="auto", show_default=True, type=click.Choice(ATTENTION_CHOICES),
+              help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
+                   "targets), on (any target), off")
+@click.option("--disable-pass", multiple=True, metavar="NAME", type=click.Choice(OPTIONAL_PASSES),
+              help="leave one of the optimizing passes out of the build (repeatable), to measure "
+                   "what it is worth")
+@click.option("--tune", is_flag=True,
+              help="measure dispatch configurations on this machine (cpu target) and keep the "
+                   "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "
+                   "then build with them")
+@click.option("--tuning-db", metavar="FILE",
+              help="build with the measured configurations in this tuning database")
+@click.option("--cache-dir", metavar="DIR", envvar="INFERX_CACHE_DIR", show_envvar=True,
+              help="build cache: an artifact built before from the same model, flags, target, "
+                   "tuning database and compiler stack is copied from here instead of rebuilt "
+                   "(byte-identical); new builds are stored")
+@click.option("--explain", is_flag=True,
+              help="print, per dispatch, the root op, shapes, fused ops and the chosen configuration "
+                   "with its source (tuned / IREE), and each pass decision per ONNX node")
+@click.option("--no-measure", is_flag=True,
+              help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
+@click.option("--list-targets", is_flag=True, help="print the target table and exit")
+@click.option("--dump-pipeline", is_flag=True,
+              help="print every stage of the pipeline this build runs and exit")
+@click.option("--report", metavar="FILE",
+              help="write build statistics (time, peak RSS) and, per dispatch, its root op, loops, "
+                   "FLOPs, fused ops and configuration with its source, and the passes' decisions, as JSON")
+@click.option("-q", "--quiet", is_flag=True, help="no progress lines")
+@click.option("--debug", is_flag=True, help="show tracebacks")
+def command(**params) -> int:
+    """Compile an ONNX model ahead of time for one target into an .ixa artifact."""
+    args = options_namespace(params)
+    _check_usage(args)
+    if args.model and not args.list_targets and not args.dump_pipeline:
+        return run_isolated("inferx_compiler.cli.compile", command_argv(), lambda: run_cli(lambda: _work(args), args.debug))
+    return run_cli(lambda: _work(args), args.debug)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.model and not args.list_targets and not args.dump_pipeline:
-        return run_isolated("inferx_compiler.cli.compile", argv, lambda: run_cli(lambda: _work(args), args.debug))
-    return run_cli(lambda: _work(args), args.debug)
+    return click_main(command, argv)
+
+
+def _check_usage(args) -> None:
+    """Option combinations that cannot work, refused before any work starts."""
+    if args.list_targets:
+        return
+    if not args.model and not args.dump_pipeline:
+        raise click.UsageError("Missing argument 'MODEL' (the .onnx model to compile).")
+    if not args.target:
+        raise click.UsageError(f"Missing option '--target'. Valid targets: {', '.join(all_targets())} "
+                               "(inferx-compile --list-targets describes them).")
+    if args.as_json and not args.check:
+        raise click.UsageError("--json goes with --check.")
+    if args.check and (args.tune or args.emit_plan or args.plan_chart):
+        raise click.UsageError("--check builds nothing: drop --tune, --emit-plan and --plan-chart.")
+    if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
+        raise click.BadParameter(f"{args.tuning_db}: no such file (write one with --tune)",
+                                 param_hint="'--tuning-db'")
+    if args.batch_sizes and args.model:
+        _check_batch_dim(args.model)
+
+
+def _check_batch_dim(model: str) -> None:
+    """--batch-sizes needs one dynamic batch dim leading every input: say so now, not after
+    the whole compile."""
+    from inferx_compiler.buckets import check_batchable
+    from inferx_compiler.onnx_frontend import declared_inputs
+
+    try:
+        inputs = declared_inputs(model)
+    except InferXError:
+        return  # the compile itself reports an unreadable model
+    try:
+        check_batchable(inputs)
+    except InferXError as e:
+        raise click.BadParameter(f"{model}: {e}; re-export the model with a dynamic batch axis or "
+                                 f"drop --batch-sizes", param_hint="'--batch-sizes'") from None
 
 
 def _work(args) -> int:
     if args.list_targets:
         print(format_target_table())
         return 0
-    if not args.target:
-        raise TargetError(f"--target is required; valid targets: {', '.join(all_targets())}")
-    from inferx_compiler.buckets import parse_batch_sizes
-
-    if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
-        raise InferXError(f"--tuning-db {args.tuning_db}: no such file (write one with --tune)")
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
-                             batch_sizes=tuple(parse_batch_sizes(args.batch_sizes)) if args.batch_sizes else (),
+                             batch_sizes=args.batch_sizes,
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
-                             conv_algorithms=_conv_algorithms(args.conv_algorithms),
+                             conv_algorithms=args.conv_algorithms,
                              tuning_db=args.tuning_db, fuse_attention=args.fuse_attention,
                              disabled_passes=tuple(args.disable_pass), group_size=args.group_size,
                              calibration=args.calibration, accuracy_budget=args.accuracy_budget,
@@ -145,8 +228,7 @@ def _work(args) -> int:
     seconds = time.monotonic() - t0
     stats = _stats(args.model, out, seconds)
     log.step(f"wrote {out} ({stats['output_bytes'] / 2**20:.2f} MiB) in {seconds:.1f}s, "
-             f"peak RSS {stats['peak_rss_mib']:.0f} MiB "
-             f"({stats['peak_rss_over_model']:.1f}x the model file)")
+             f"peak RSS {_format_rss(stats)}")
     if args.report:
         report = dict(stats, dispatches=result.dispatches, decisions=result.decisions)
         with open(args.report, "w") as f:
@@ -203,9 +285,28 @@ def _write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# Below this model size the compiler's own footprint (~300 MiB) dominates peak RSS and a
+# ratio to the model would say nothing.
+RSS_RATIO_MIN_MODEL_BYTES = 64 * 2**20
+
+
+def _format_rss(stats: dict) -> str:
+    text = f"{stats['peak_rss_mib']:.0f} MiB"
+    if stats["model_bytes"] >= RSS_RATIO_MIN_MODEL_BYTES:
+        text += f" ({stats['peak_rss_over_model']:.1f}x the model and its weights)"
+    return text
+
+
+def _model_bytes(model: str) -> int:
+    """The model file plus the external weight files beside it that it names."""
+    from inferx_compiler.onnx_frontend import external_data_files
+
+    return os.path.getsize(model) + sum(os.path.getsize(p) for p in external_data_files(model))
+
+
 def _stats(model: str, out: str, seconds: float) -> dict:
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    model_bytes = os.path.getsize(model)
+    model_bytes = _model_bytes(model)
     return {
         "compile_seconds": round(seconds, 3),
         "peak_rss_mib": peak_kib / 1024,

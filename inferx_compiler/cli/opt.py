@@ -6,40 +6,49 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+import click
 
 from inferx_compiler.errors import InferXError
 from inferx_compiler.mlir_contexts import GRAPH, IREE, bindings, new_context
 from inferx_compiler.passes.remarks import collecting
 
-from .common import run_cli
+from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
 from .diagnostics import DiagnosticCollector, check_expected_diagnostics
 
 SPLIT_MARKER = "// -----"
+EXAMPLES = """\b
+Examples:
+  inferx-opt in.mlir --pass-pipeline='builtin.module(inferx-dispatch-report)' --context=iree
+  inferx-opt in.mlir --split-input-file --verify-diagnostics --pass-pipeline=...
+  inferx-opt --list-passes
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="inferx-opt", description="Run inferx and MLIR passes on .mlir input.")
-    p.add_argument("input", nargs="?", default="-", help="input .mlir or .mlirbc file ('-' for stdin)")
-    p.add_argument("--pass-pipeline", default="", help="textual pipeline, e.g. builtin.module(inferx-...)")
-    p.add_argument("--context", choices=("auto", GRAPH, IREE), default="auto",
-                   help="MLIR world to parse in: graph (torch-mlir + inferx dialect) or iree "
-                        "(default: from the pipeline's inferx passes, else graph)")
-    p.add_argument("--split-input-file", action="store_true", help=f"split input at '{SPLIT_MARKER}'")
-    p.add_argument("--verify-diagnostics", action="store_true",
-                   help="check diagnostics against expected-error/warning/remark annotations")
-    p.add_argument("--print-ir-after-all", action="store_true")
-    p.add_argument("--allow-unregistered-dialect", action="store_true")
-    p.add_argument("--list-passes", action="store_true", help="list registered inferx passes and exit")
-    p.add_argument("-o", "--output", default="-")
-    p.add_argument("--debug", action="store_true")
-    return p
+@click.command("inferx-opt", context_settings=CONTEXT_SETTINGS,
+               epilog=EXAMPLES + "\n" + completion_epilog("inferx-opt"))
+@click.argument("input", default="-", required=False, callback=existing_file)
+@click.option("--pass-pipeline", default="", help="textual pipeline, e.g. builtin.module(inferx-...)")
+@click.option("--context", type=click.Choice(("auto", GRAPH, IREE)), default="auto", show_default=True,
+              help="MLIR world to parse in: graph (torch-mlir + inferx dialect) or iree "
+                   "(default: from the pipeline's inferx passes, else graph)")
+@click.option("--split-input-file", is_flag=True, help=f"split input at '{SPLIT_MARKER}'")
+@click.option("--verify-diagnostics", is_flag=True,
+              help="check diagnostics against expected-error/warning/remark annotations")
+@click.option("--print-ir-after-all", is_flag=True)
+@click.option("--allow-unregistered-dialect", is_flag=True)
+@click.option("--list-passes", is_flag=True, help="list registered inferx passes and exit")
+@click.option("-o", "--output", default="-", show_default=True)
+@click.option("--debug", is_flag=True, help="show tracebacks")
+def command(**params) -> int:
+    """Run inferx and MLIR passes on .mlir input (mlir-opt for inferx passes)."""
+    args = options_namespace(params)
+    return run_cli(lambda: _work(args), args.debug)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli(lambda: _work(args), args.debug)
+    return click_main(command, argv)
 
 
 def list_passes() -> str:
