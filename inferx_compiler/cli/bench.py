@@ -12,56 +12,88 @@ Prints throughput and p50/p95/p99 latency, mean batch and padding waste; --json 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import threading
 import time
 from concurrent.futures import Future
+from types import SimpleNamespace
 
+import click
 import numpy as np
 
-from .common import run_cli
-from .serving_options import add_serving_arguments, service_options
+from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .serving_options import service_options, serving_options
+
+HELP = """Load-test an .ixa artifact through the runtime (batcher, scheduler).
+
+Prints throughput and p50/p95/p99 latency, mean batch and padding waste; --json prints one
+JSON object with throughput_rps, p50_ms, p95_ms, p99_ms, mean_batch, padding_waste, ...
+"""
+
+EXAMPLES = """\b
+Examples:
+  inferx-bench model.ixa --concurrency 16 --duration 10           closed loop
+  inferx-bench model.ixa --rate 500 --duration 10                 open loop, fixed rate
+  inferx-bench model.ixa --no-batching --concurrency 16           every request runs alone
+  inferx-bench model.ixa --device cpu --device cpu --json         two device lanes
+  inferx-bench model.ixa --device cuda --processes 4 --concurrency 256   four server processes
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="inferx-bench", description="Load-test an .ixa artifact.")
-    p.add_argument("artifact")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--concurrency", type=int, default=None, help="closed loop: N clients (default 8)")
-    mode.add_argument("--rate", type=float, default=None, help="open loop: requests per second")
-    p.add_argument("--duration", type=float, default=5.0, help="seconds of load (default 5)")
-    p.add_argument("--warmup", type=float, default=1.0, help="seconds of load not measured")
-    p.add_argument("--processes", type=int, default=1,
-                   help="server processes sharing the device(s), each with its own session, batcher, "
-                        "interpreter and share of the load (default 1)")
-    p.add_argument("--client-threads", action="store_true",
-                   help="closed loop with one thread per client instead of completion callbacks")
-    p.add_argument("--rows", type=int, default=1, help="batch rows per request (default 1)")
-    p.add_argument("--dim", action="append", default=[], metavar="NAME=SIZE",
-                   help="size for a dynamic non-batch dim (default 1)")
-    add_serving_arguments(p)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--debug", action="store_true")
-    return p
+def _dims(ctx, param, value):
+    """click callback: every --dim is NAME=SIZE; the value becomes ((name, size), ...)."""
+    dims = []
+    for text in value:
+        name, eq, size = text.partition("=")
+        if not name or not eq or not size.isdigit():
+            raise click.BadParameter(f"expected NAME=SIZE (SIZE a whole number), got '{text}'",
+                                     ctx=ctx, param=param)
+        dims.append((name, int(size)))
+    return tuple(dims)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+@click.command("inferx-bench", context_settings=CONTEXT_SETTINGS, help=HELP,
+               epilog=EXAMPLES + "\n" + completion_epilog("inferx-bench"))
+@click.argument("artifact", callback=existing_file)
+@click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
+              help="closed loop: N clients (default 8; not with --rate)")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), metavar="RPS",
+              help="open loop: requests per second (not with --concurrency)")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=5.0, metavar="S",
+              help="seconds of load (default 5)")
+@click.option("--warmup", type=click.FloatRange(min=0), default=1.0, metavar="S",
+              help="seconds of load not measured (default 1)")
+@click.option("--processes", type=click.IntRange(min=1), default=1, metavar="N",
+              help="server processes sharing the device(s), each with its own session, batcher, "
+                   "interpreter and share of the load (default 1)")
+@click.option("--client-threads", is_flag=True,
+              help="closed loop with one thread per client instead of completion callbacks")
+@click.option("--rows", type=click.IntRange(min=1), default=1, metavar="N",
+              help="batch rows per request (default 1)")
+@click.option("--dim", multiple=True, metavar="NAME=SIZE", callback=_dims,
+              help="size for a dynamic non-batch dim (repeatable; default 1)")
+@serving_options
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--debug", is_flag=True, help="show tracebacks")
+def command(**params) -> int:
+    args = options_namespace(params)
+    if args.concurrency is not None and args.rate is not None:
+        raise click.UsageError("--concurrency (closed loop) and --rate (open loop) are mutually "
+                               "exclusive; give one.")
     return run_cli(lambda: _work(args), args.debug)
 
 
-def _work(args) -> int:
-    if args.processes < 1:
-        from inferx_compiler.errors import InputValidationError
+def main(argv: list[str] | None = None) -> int:
+    return click_main(command, argv)
 
-        raise InputValidationError(f"--processes must be >= 1, got {args.processes}")
+
+def _work(args) -> int:
     if args.processes > 1:
         result = _run_replicas(args)
     else:
         result, _ = _measure(args)
-    if args.json:
+    if args.as_json:
         print(json.dumps(result, sort_keys=True))
     else:
         print(_format(result))
@@ -73,7 +105,7 @@ def _measure(args, ready=None) -> tuple[dict, list[float]]:
     from inferx_compiler.runtime.bench_inputs import random_feeds
 
     servers = _servers(args)
-    dims = dict(_parse_dim(d) for d in args.dim)
+    dims = dict(args.dim)
     feeds = random_feeds(servers.inputs, args.rows, dims)
     if ready is not None:
         ready.wait()
@@ -115,7 +147,7 @@ def _run_replicas(args) -> dict:
 
 
 def _replica(options: dict, index: int, n: int, ready, results) -> None:
-    args = argparse.Namespace(**options)
+    args = SimpleNamespace(**options)
     if args.rate is not None:
         args.rate = args.rate / n
     else:
@@ -150,15 +182,6 @@ def _merge(parts: list[tuple[dict, list[float]]], n: int) -> dict:
         "concurrency" if merged["mode"] == "closed" else "rate_rps")
     merged.pop("routed", None)
     return merged
-
-
-def _parse_dim(text: str) -> tuple[str, int]:
-    from inferx_compiler.errors import InputValidationError
-
-    name, _, value = text.partition("=")
-    if not value.isdigit():
-        raise InputValidationError(f"--dim expects NAME=SIZE, got '{text}'")
-    return name, int(value)
 
 
 def _servers(args):

@@ -15,41 +15,57 @@ loaded (with the real port when --port 0 asks for any free one); SIGINT/SIGTERM 
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
 import time
+from types import SimpleNamespace
 
-from .common import run_cli
-from .serving_options import add_serving_arguments, service_options
+import click
+
+from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .serving_options import service_options, serving_options
+
+HELP = """Serve an .ixa artifact over HTTP (KServe v2 JSON protocol) with dynamic batching and
+Prometheus metrics (/metrics).
+
+Prints one line, `serving NAME on http://HOST:PORT` (plus ` (N workers)`), once the model is
+loaded (with the real port when --port 0 asks for any free one); SIGINT/SIGTERM stop it cleanly.
+"""
+
+EXAMPLES = """\b
+Examples:
+  inferx-serve model.ixa --port 8000                         batching from the bucket table
+  inferx-serve model.ixa --device cuda:0 --device cuda:1     one scheduler, a lane per device
+  inferx-serve model.ixa --workers 4                         4 server processes on one port
+  curl localhost:8000/v2/models/model                        metadata
+  curl -d '{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}' \\
+       localhost:8000/v2/models/model/infer
+  curl localhost:8000/metrics                                Prometheus text format
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="inferx-serve", description="Serve an .ixa artifact over HTTP.")
-    p.add_argument("artifact")
-    p.add_argument("--name", default=None, help="model name in the URLs (default: the file name without .ixa)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="server processes sharing the port, each with its own session and batcher (default 1)")
-    add_serving_arguments(p)
-    p.add_argument("--debug", action="store_true")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+@click.command("inferx-serve", context_settings=CONTEXT_SETTINGS, help=HELP,
+               epilog=EXAMPLES + "\n" + completion_epilog("inferx-serve"))
+@click.argument("artifact", callback=existing_file)
+@click.option("--name", metavar="NAME", help="model name in the URLs (default: the file name without .ixa)")
+@click.option("--host", default="127.0.0.1", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, metavar="PORT",
+              help="port (default 8000; 0: any free port)")
+@click.option("--workers", type=click.IntRange(min=1), default=1, metavar="N",
+              help="server processes sharing the port, each with its own session and batcher (default 1)")
+@serving_options
+@click.option("--debug", is_flag=True, help="show tracebacks")
+def command(**params) -> int:
+    args = options_namespace(params)
     return run_cli(lambda: _work(args), args.debug)
 
 
-def _work(args) -> int:
-    from inferx_compiler.errors import InputValidationError
+def main(argv: list[str] | None = None) -> int:
+    return click_main(command, argv)
 
-    if not 0 <= args.port <= 65535:
-        raise InputValidationError(f"--port must be in 0..65535, got {args.port}")
-    if args.workers < 1:
-        raise InputValidationError(f"--workers must be >= 1, got {args.workers}")
+
+def _work(args) -> int:
     name = args.name or os.path.splitext(os.path.basename(args.artifact))[0]
     if args.workers > 1:
         return _serve_workers(args, name)
@@ -130,7 +146,7 @@ def _serve_workers(args, name: str) -> int:
 
 
 def _worker(options: dict, name: str, port: int, metrics_dir: str, index: int, ready) -> None:
-    args = argparse.Namespace(**options)
+    args = SimpleNamespace(**options)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers (SIGTERM)
     signal.signal(signal.SIGTERM, _stop)
     try:

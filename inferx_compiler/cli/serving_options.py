@@ -1,33 +1,62 @@
 """The serving options `inferx-bench` and `inferx-serve` share: devices, batching, instances,
-CPU workers; parsed into one `ServiceOptions`."""
+CPU workers; a click decorator (`@serving_options`) adds them to a command, and
+`service_options(args)` turns the parsed values into one `ServiceOptions`."""
 
 from __future__ import annotations
 
-import argparse
+from typing import Callable
+
+import click
 
 
-def add_serving_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", action="append", default=None,
-                   help="device to serve on: cpu, cpu:sync, cuda, cuda:N (repeat for several lanes under one "
-                        "scheduler)")
-    p.add_argument("--no-batching", action="store_true", help="run every request alone")
-    p.add_argument("--max-batch-size", type=int, default=None)
-    p.add_argument("--max-queue-delay-us", type=int, default=None)
-    p.add_argument("--pipeline-depth", type=int, default=None,
-                   help="batches in flight per device (default 2 on GPUs, 1 on CPUs)")
-    p.add_argument("--instances", type=int, default=None,
-                   help="model instances per device sharing its queue, one batch running on each "
-                        "(default: one per core for cpu:sync, else 1)")
-    p.add_argument("--cpu-workers", type=int, default=None,
-                   help="IREE CPU worker threads (default one per core; on a small machine, one core "
-                        "fewer leaves room for the serving threads)")
+def _devices(ctx, param, value):
+    """click callback: every --device is a device string the runtime knows."""
+    from inferx_compiler.errors import DeviceError
+    from inferx_compiler.runtime.devices import parse_device
+
+    for text in value:
+        try:
+            parse_device(text)
+        except DeviceError as e:
+            raise click.BadParameter(str(e), ctx=ctx, param=param) from None
+    return value
 
 
-def service_options(args: argparse.Namespace, **extra):
-    """The ServiceOptions the parsed serving arguments ask for (`extra`: tool-specific fields)."""
+_OPTIONS = [
+    click.option("--device", multiple=True, callback=_devices, metavar="DEVICE",
+                 help="device to serve on: cpu, cpu:sync, cpu:task, cuda, cuda:N (repeat for several "
+                      "lanes under one scheduler; default: the artifact's target kind)"),
+    click.option("--no-batching", is_flag=True, help="run every request alone"),
+    click.option("--max-batch-size", type=click.IntRange(min=1), metavar="N",
+                 help="largest batch formed (default: from the artifact's bucket table)"),
+    click.option("--max-queue-delay-us", type=click.IntRange(min=0), metavar="US",
+                 help="longest a request waits for a batch to fill (default: from the artifact's "
+                      "bucket table)"),
+    click.option("--pipeline-depth", type=click.IntRange(min=1), metavar="N",
+                 help="batches in flight per device (default 2 on GPUs, 1 on CPUs)"),
+    click.option("--instances", type=click.IntRange(min=1), metavar="N",
+                 help="model instances per device sharing its queue, one batch running on each "
+                      "(default: one per core for cpu:sync, else 1)"),
+    click.option("--cpu-workers", type=click.IntRange(min=1), metavar="N",
+                 help="IREE CPU worker threads (default one per core; on a small machine, one core "
+                      "fewer leaves room for the serving threads)"),
+]
+
+
+def serving_options(command: Callable) -> Callable:
+    """click decorator: add the shared serving options, in this order, where it stands among the
+    command's own decorators."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def service_options(args, **extra):
+    """The ServiceOptions the parsed serving options ask for (`args`: the command's namespace;
+    `extra`: tool-specific fields)."""
     from inferx_compiler.runtime.service import ServiceOptions
 
-    return ServiceOptions(devices=args.device or (None,), batching=not args.no_batching,
+    return ServiceOptions(devices=tuple(args.device or ()) or (None,), batching=not args.no_batching,
                           max_batch_size=args.max_batch_size, max_queue_delay_us=args.max_queue_delay_us,
                           pipeline_depth=args.pipeline_depth, cpu_workers=args.cpu_workers,
                           instances=args.instances, **extra)

@@ -149,15 +149,15 @@ def test_inferx_bench_cpu_sync_instances(cnn_artifact, capsys):
                  "--duration", "0.5", "--warmup", "0.2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["devices"] == ["cpu:sync"] and result["requests"] > 0 and result["errors"] == 0
-    assert main([cnn_artifact[1], "--device", "cpu:sync", "--instances", "0", "--duration", "0.1"]) != 0
-    assert "instances must be >= 1" in capsys.readouterr().err
+    assert main([cnn_artifact[1], "--device", "cpu:sync", "--instances", "0", "--duration", "0.1"]) == 2
+    assert "Invalid value for '--instances': 0 is not in the range x>=1" in capsys.readouterr().err
 
 
 def test_inferx_bench_bad_processes(cnn_artifact, capsys):
     from inferx_compiler.cli.bench import main
 
-    assert main([cnn_artifact[1], "--processes", "0", "--duration", "0.1"]) != 0
-    assert "--processes must be >= 1" in capsys.readouterr().err
+    assert main([cnn_artifact[1], "--processes", "0", "--duration", "0.1"]) == 2  # usage, before any work
+    assert "Invalid value for '--processes': 0 is not in the range x>=1" in capsys.readouterr().err
 
 
 def test_manifest_names_the_output_entry(cnn_artifact):
