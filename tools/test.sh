@@ -12,5 +12,6 @@ python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q 'torch==2.13.0' || echo "torch not installable here: PyTorch tests will skip"
 export PATH="$PWD/$VENV/bin:$PATH"
 unset PYTHONPATH
+inferx-licenses --extra test
 lit -v test/lit
 pytest -q test/e2e "$@"
