@@ -30,6 +30,7 @@ from .errors import ModelLoadError, PipelineError, TargetError
 from .build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
                          graph_decision_pipeline, iree_flags, iree_input_pipeline)
 from .log import BuildLog
+from .onnx_nodes import attribute_failure
 from .options import EMIT_CHOICES, PRECISIONS, CompileOptions
 from .mlir_contexts import module_to_bytecode, new_graph_context
 from .targets import Target, get_target
@@ -57,12 +58,26 @@ def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
 
 
 def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
-    target = check_request(options)
+    check_request(options)
     log.step(f"loading {os.path.basename(model_path)}")
     model, digest = onnx_frontend.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
+    return compile_onnx_model(model, name, digest, options, log)
+
+
+def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, log: BuildLog) -> CompileResult:
+    """compile_onnx_file on a loaded ModelProto (`digest`: the file's sha256)."""
+    target = check_request(options)
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"))
+    try:
+        return _compile_prepared(prepared, options, target, log)
+    except PipelineError as e:  # name the ONNX nodes, whichever stage failed
+        raise attribute_failure(e, prepared.nodes) from None
+
+
+def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:
+    name, digest = prepared.name, prepared.sha256
     options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared),
                                   data_tiling=_data_tiling_choice(options, target, digest, log),
                                   plan=precision_plan_for(options, target, prepared, log))

@@ -41,10 +41,16 @@ class TargetError(InferXError):
 
 
 class PipelineError(InferXError):
-    """A pass pipeline failed; `reproducer` holds the saved input IR and command."""
+    """A pass pipeline failed; `reproducer` holds the saved input IR and command,
+    `location_names` the names in its error diagnostics' locations (ONNX node names, see
+    onnx_nodes.py), `messages` their texts and `stage` the pipeline stage that failed."""
 
-    def __init__(self, message, reproducer=None):
+    def __init__(self, message, reproducer=None, location_names=(), stage="", messages=()):
         self.reproducer = reproducer
+        self.location_names = list(location_names)
+        self.messages = list(messages)  # the error diagnostics' own texts
+        self.stage = stage
+        self.detail = message
         if reproducer:
             message = f"{message}\n{reproducer}"
         super().__init__(message)

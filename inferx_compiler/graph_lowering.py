@@ -7,6 +7,7 @@ reported by ONNX node (name, op type, domain, opset) before anything else runs.
 from __future__ import annotations
 
 from .errors import ModelLoadError, PipelineError, UnsupportedOpsError
+from .onnx_nodes import attribute_failure
 from .dialects.inferx import PARAMETER_ATTR
 from .log import BuildLog
 from .onnx_frontend import PreparedModel
@@ -133,13 +134,41 @@ def lower_to_linalg(module_op, pipeline: str, log: BuildLog, prepared: PreparedM
     try:
         run_pipeline(module_op, pipeline, "graph", stage="torch-to-linalg")
     except PipelineError as e:
-        node = _failing_node(e, prepared) if prepared else None
-        if node is None:
+        if prepared is None:
             raise
-        raise PipelineError(
-            f"ONNX node '{node['name']}' (op_type={node['op_type']}, opset={node['opset']}) "
-            f"could not be lowered to linalg: {e.args[0]}", e.reproducer) from None
+        e.unlowered = unlowered_ops(module_op)
+        e.location_names += list(e.unlowered)
+        raise attribute_failure(e, prepared.nodes, "could not be lowered to linalg") from None
     log.step("lowered the torch dialect to linalg on tensors")
+
+
+_TORCH_VALUE_PREFIXES = ("torch.constant.", "torch.vtensor.literal")  # values, not computations
+
+
+def unlowered_ops(module_op) -> dict[str, str]:
+    """After a failed torch-to-linalg: {location name: op name} of the torch compute ops left
+    unconverted, which name the nodes torch-to-linalg cannot lower. Empty when the failure
+    came before the conversion ran (no linalg op yet): then every op is still torch."""
+    from torch_mlir import ir
+
+    from .onnx_nodes import location_names
+
+    left: dict[str, str] = {}
+    converted = False
+
+    def visit(op):
+        nonlocal converted
+        if op.name.startswith("linalg."):
+            converted = True
+        elif op.name.startswith("torch.") and not op.name.startswith(_TORCH_VALUE_PREFIXES):
+            for name in location_names(op.location):
+                if name not in left or left[name].startswith("torch.prim."):  # the node's own op first
+                    left[name] = op.name
+        return ir.WalkResult.ADVANCE
+
+    with module_op.context:
+        module_op.walk(visit)
+    return left if converted else {}
 
 
 def mark_parameter_args(module_op, parameter_keys: dict[int, str]) -> None:

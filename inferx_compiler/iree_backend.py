@@ -65,6 +65,8 @@ class _Compiler:
         except ValueError as e:
             raise PipelineError(f"IREE rejected the compiler flags: {e}") from None
         self.diagnostics: list[str] = []
+        self.error_locations: list[str] = []  # names in the error diagnostics' locations
+        self.error_messages: list[str] = []
         self.decisions: list[dict] = []
         self.parameter_keys: list[str] | None = None
         self.session.context.attach_diagnostic_handler(self._on_diagnostic)
@@ -73,7 +75,12 @@ class _Compiler:
         shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def _on_diagnostic(self, d) -> bool:
+        from .onnx_nodes import location_names
+
         self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {shorten_targets(d.message)}")
+        if d.severity.name == "ERROR":
+            self.error_locations.extend(location_names(d.location))
+            self.error_messages.append(shorten_targets(d.message))
         return True
 
     def parse(self, bytecode: bytes):
@@ -94,6 +101,8 @@ class _Compiler:
         if compile_from:
             set_from(inv._inv_p, compile_from.encode())
         self.diagnostics.clear()
+        self.error_locations.clear()
+        self.error_messages.clear()
         if not inv.execute():
             extra = []
             if compile_from:
@@ -113,7 +122,9 @@ class _Compiler:
 
         repro = save_reproducer(saved, stage, command)
         detail = "\n".join(self.diagnostics[-12:]) or "(IREE printed no diagnostics)"
-        return PipelineError(f"IREE {stage} failed:\n{detail}", repro)
+        return PipelineError(f"IREE {stage} failed:\n{detail}", repro,
+                             location_names=self.error_locations, stage=f"IREE {stage}",
+                             messages=self.error_messages)
 
 
 def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: str,

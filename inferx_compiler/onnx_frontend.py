@@ -101,7 +101,7 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
             externalize_weights: bool = True) -> PreparedModel:
     """Everything done to the ONNX proto before torch-mlir sees it."""
     _check_structure(model, name)
-    _name_nodes(model)
+    name_nodes(model)
     _reject_foreign_domains(model)
     weights = _lift_weights(model) if externalize_weights else {}
     if weights:
@@ -168,7 +168,7 @@ def _check_structure(model: onnx.ModelProto, name: str) -> None:
             )
 
 
-def _name_nodes(model: onnx.ModelProto) -> None:
+def name_nodes(model: onnx.ModelProto) -> None:
     """Give every node a unique name: diagnostics and locations point back to it."""
     seen = set()
     for i, node in enumerate(model.graph.node):
@@ -187,12 +187,19 @@ def _opset_for(model: onnx.ModelProto, domain: str) -> Optional[int]:
     return None
 
 
+def node_record(model: onnx.ModelProto, node: onnx.NodeProto) -> dict:
+    """What errors say of a node: name, op_type, domain, opset."""
+    return {"name": node.name, "op_type": node.op_type, "domain": node.domain,
+            "opset": _opset_for(model, node.domain)}
+
+
+def foreign_domain_nodes(model: onnx.ModelProto) -> list[dict]:
+    """Nodes of operator domains no lowering exists for (com.microsoft, custom ops...)."""
+    return [node_record(model, n) for n in model.graph.node if n.domain not in LOWERABLE_DOMAINS]
+
+
 def _reject_foreign_domains(model: onnx.ModelProto) -> None:
-    bad = [
-        {"name": n.name, "op_type": n.op_type, "domain": n.domain,
-         "opset": _opset_for(model, n.domain)}
-        for n in model.graph.node if n.domain not in LOWERABLE_DOMAINS
-    ]
+    bad = foreign_domain_nodes(model)
     if bad:
         raise UnsupportedOpsError(bad)
 
@@ -252,7 +259,7 @@ def _upgrade_opset(model: onnx.ModelProto, opset: int, log: BuildLog) -> onnx.Mo
                  f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); importing at opset {opset}")
         return model
     log.step(f"upgraded the model from opset {opset} to opset {MIN_IMPORT_OPSET} (onnx version converter)")
-    _name_nodes(upgraded)
+    name_nodes(upgraded)
     return upgraded
 
 

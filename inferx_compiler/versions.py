@@ -1,7 +1,9 @@
-"""Versions of the compiler stack, recorded in every manifest."""
+"""Versions of the compiler stack, recorded in every manifest; the runtime refuses a module
+from another IREE release than its own (artifact.Artifact.check_iree_version)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from importlib import metadata
 
 _PACKAGES = ("inferx-compiler", "iree-base-compiler", "iree-base-runtime", "torch-mlir", "onnx")
@@ -15,3 +17,18 @@ def stack_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[p] = "not installed"
     return out
+
+
+@lru_cache(maxsize=None)
+def installed_iree_runtime() -> str:
+    """The installed IREE runtime's version, spelled as manifests record IREE versions (the
+    pip distribution's); for a runtime not installed by pip, the version iree.runtime reports."""
+    try:
+        return metadata.version("iree-base-runtime")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        from iree.runtime.version import VERSION
+    except ImportError:
+        return "not installed"
+    return VERSION

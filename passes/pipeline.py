@@ -147,8 +147,12 @@ def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
     except b.ir.MLIRError as err:
         repro = (save_reproducer(saved_input, stage, inferx_opt_command(format_pipeline(elements)))
                  if save_repro else None)
-        failure = PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro)
+        from inferx_compiler.onnx_nodes import location_names
+
         diags = getattr(err, "error_diagnostics", None) or []
+        names = [n for d in diags for n in location_names(d.location)]
+        failure = PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro,
+                                location_names=names, stage=stage, messages=[d.message for d in diags])
         failure.first_location = diags[0].location if diags else None
         raise failure from None
 

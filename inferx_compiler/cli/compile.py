@@ -204,6 +204,8 @@ def _work(args) -> int:
     if not args.model:
         raise InferXError("no model given: inferx-compile MODEL.onnx --target T -o OUT")
     log = BuildLog(quiet=args.quiet)
+    if args.check:
+        return _check(args, options, log)
     if (args.emit_plan or args.plan_chart) and not args.output:
         return _plan_only(args, options, log)
     out = args.output or _default_output(args.model, args.emit)
@@ -234,6 +236,15 @@ def _work(args) -> int:
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
     return 0
+
+
+def _check(args, options: CompileOptions, log: BuildLog) -> int:
+    """--check: every problem, with its stage and ONNX node; exit 0 only when it will compile."""
+    from inferx_compiler.preflight import check_onnx_file
+
+    report = check_onnx_file(args.model, options, log)
+    print(json.dumps(report.to_json(), indent=1, sort_keys=True) if args.as_json else report.format())
+    return 0 if report.ok else 1
 
 
 def _plan_only(args, options: CompileOptions, log: BuildLog) -> int:
