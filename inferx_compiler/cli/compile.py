@@ -210,6 +210,9 @@ def _work(args) -> int:
         return _plan_only(args, options, log)
     out = args.output or _default_output(args.model, args.emit)
     t0 = time.monotonic()
+    cached = _cached_build(args, options, log)
+    if cached is not None and cached.fetch(out):
+        return _finish(args, out, t0, log, cached.report(), source=f"build cache {cached.key[:16]}")
     if args.tune:
         from inferx_compiler.tuning import tune
 
@@ -227,15 +230,73 @@ def _work(args) -> int:
         write_result(result, out, options, log)
     else:
         _write_bytes(out, result.output)
+    if cached is not None:
+        cached.store(out)
+    return _finish(args, out, t0, log, {"dispatches": result.dispatches, "decisions": result.decisions})
+
+
+def _finish(args, out: str, t0: float, log: BuildLog, report: dict, source: str = "") -> int:
     seconds = time.monotonic() - t0
     stats = _stats(args.model, out, seconds)
-    log.step(f"wrote {out} ({stats['output_bytes'] / 2**20:.2f} MiB) in {seconds:.1f}s, "
-             f"peak RSS {_format_rss(stats)}")
+    log.step(f"wrote {out} ({stats['output_bytes'] / 2**20:.2f} MiB){' from the ' + source if source else ''} "
+             f"in {seconds:.1f}s, peak RSS {_format_rss(stats)}")
     if args.report:
-        report = dict(stats, dispatches=result.dispatches, decisions=result.decisions)
         with open(args.report, "w") as f:
-            json.dump(report, f, indent=1, sort_keys=True)
+            json.dump(dict(stats, dispatches=report.get("dispatches", []), decisions=report.get("decisions", []),
+                           cache=source or None), f, indent=1, sort_keys=True)
     return 0
+
+
+class _CachedBuild:
+    """This build's entry in the build cache (build_cache.py)."""
+
+    def __init__(self, cache, key: str, inputs: dict, log: BuildLog):
+        self.cache, self.key, self.inputs, self.log = cache, key, inputs, log
+
+    def fetch(self, out: str) -> bool:
+        if self.cache.fetch(self.key, out):
+            return True
+        self.log.step(f"build cache: miss ({self.key[:16]})")
+        return False
+
+    def report(self) -> dict:
+        from inferx_compiler.artifact import Artifact
+
+        return Artifact(str(self.cache.entry(self.key))).report
+
+    def store(self, out: str) -> None:
+        path = self.cache.store(self.key, out, self.inputs)
+        self.log.step(f"build cache: stored as {path}")
+
+
+def _cached_build(args, options: CompileOptions, log: BuildLog):
+    """The cache entry this build reads and writes, or None (no --cache-dir, or a build whose
+    bytes are not reproducible or that must run for what it prints)."""
+    if not args.cache_dir:
+        return None
+    reason = _not_cacheable(args, options)
+    if reason:
+        log.step(f"build cache: not used ({reason})")
+        return None
+    from inferx_compiler.build_cache import BuildCache, cache_key, key_inputs
+
+    inputs = key_inputs(args.model, options)
+    return _CachedBuild(BuildCache(args.cache_dir), cache_key(inputs), inputs, log)
+
+
+def _not_cacheable(args, options: CompileOptions) -> str:
+    if args.emit != "artifact":
+        return f"--emit {args.emit}"
+    if args.tune:
+        return "--tune measures on this machine"
+    if args.explain or args.emit_plan or args.plan_chart:
+        return "--explain, --emit-plan and --plan-chart print what the build decides"
+    if options.batch_sizes and options.measure_buckets:
+        from inferx_compiler.buckets import present_device
+
+        if present_device(get_target(options.target)):
+            return "bucket latencies are measured on this machine; add --no-measure to cache"
+    return ""
 
 
 def _check(args, options: CompileOptions, log: BuildLog) -> int:
