@@ -121,6 +121,9 @@ def _conv_algorithms_option(ctx, param, value):
               help="build cache: an artifact built before from the same model, flags, target, "
                    "tuning database and compiler stack is copied from here instead of rebuilt "
                    "(byte-identical); new builds are stored")
+@click.option("--no-cache", is_flag=True,
+              help="build afresh even when --cache-dir or INFERX_CACHE_DIR names a cache (e.g. to check "
+                   "that a build reproduces the cached bytes)")
 @click.option("--explain", is_flag=True,
               help="print, per dispatch, the root op, shapes, fused ops and the chosen configuration "
                    "with its source (tuned / IREE), and each pass decision per ONNX node")
@@ -272,7 +275,7 @@ class _CachedBuild:
 def _cached_build(args, options: CompileOptions, log: BuildLog):
     """The cache entry this build reads and writes, or None (no --cache-dir, or a build whose
     bytes are not reproducible or that must run for what it prints)."""
-    if not args.cache_dir:
+    if not args.cache_dir or args.no_cache:
         return None
     reason = _not_cacheable(args, options)
     if reason:
