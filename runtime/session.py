@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from inferx_compiler.artifact import Artifact
+from inferx_compiler.artifact import open_for_running
 from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import TensorSpec
 
@@ -19,10 +19,10 @@ from .validation import validate_feeds
 class InferenceSession:
     """One artifact loaded on one device; keeps its VM context between calls."""
 
-    def __init__(self, path: str, device: str | None = None):
+    def __init__(self, path: str, device: str | None = None, verify: str | None = None):
         import iree.runtime as rt
 
-        self.artifact = Artifact(path)
+        self.artifact = open_for_running(path, verify)
         m = self.artifact.manifest
         backend = m.target.get("backend", "none")
         requested = parse_device(device or default_device_for(backend))
@@ -315,9 +315,15 @@ def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
     return arr
 
 
-def load(path: str, device: str | None = None) -> InferenceSession:
+def load(path: str, device: str | None = None, verify: str | None = None) -> InferenceSession:
     """Load an `.ixa` artifact on `device` ("cpu", "cpu:sync", "cpu:task", "cuda", "cuda:N";
     default from its target). `cpu:task` spreads a call over a pool of worker threads;
     `cpu:sync` runs it in the calling thread; `cpu` picks one from the artifact's work per call
-    (see devices.py)."""
-    return InferenceSession(path, device)
+    (see devices.py).
+
+    The artifact is refused (ArtifactError) when a member's sha256 differs from its manifest's,
+    a member is missing or extra, or its module was compiled by another IREE release than the
+    installed runtime. `verify` ("all", "skip-weights", "none", optionally with
+    ",ignore-iree-version"; default $INFERX_VERIFY_ARTIFACT, else "all") relaxes that, with
+    a warning naming what was not checked: see inferx_compiler.artifact.VerifyPolicy."""
+    return InferenceSession(path, device, verify)

@@ -81,6 +81,9 @@ def run_cli(work: Callable[[], int], debug: bool) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:  # a bug in inferx: say so, keep the traceback for --debug
         if debug:
             traceback.print_exc()

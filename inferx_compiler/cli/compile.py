@@ -33,6 +33,9 @@ Examples:
 """
 
 
+DEFAULT_CHECK_TARGET = "cpu"  # --check without --target: will it build for this machine?
+
+
 def _target_name(ctx, param, value):
     if value is not None:
         try:
@@ -72,7 +75,7 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--check", is_flag=True,
               help="pre-flight: import and lower up to IREE's dispatch formation, without code "
                    "generation, and report every problem with the ONNX node it comes from; exit 0 "
-                   "when the model will compile")
+                   "when the model will compile (for --target, default cpu: this machine)")
 @click.option("--json", "as_json", is_flag=True, help="with --check: print the report as JSON")
 @click.option("--precision", default="fp32", show_default=True, type=click.Choice(PRECISIONS),
               help="contraction precision: fp32, fp16/bf16 (f32 accumulation), int8/int4 (CPU: "
@@ -156,6 +159,8 @@ def _check_usage(args) -> None:
         return
     if not args.model and not args.dump_pipeline:
         raise click.UsageError("Missing argument 'MODEL' (the .onnx model to compile).")
+    if not args.target and args.check:
+        args.target = DEFAULT_CHECK_TARGET
     if not args.target:
         raise click.UsageError(f"Missing option '--target'. Valid targets: {', '.join(all_targets())} "
                                "(inferx-compile --list-targets describes them).")
