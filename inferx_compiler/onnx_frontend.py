@@ -141,7 +141,7 @@ def _name_unnamed_dims(model: onnx.ModelProto) -> None:
     outputs derived from it carry the same symbol instead of onnx's `unk__N`."""
     for vi in model.graph.input:
         for k, d in enumerate(vi.type.tensor_type.shape.dim):
-            if not (d.HasField("dim_value") and d.dim_value > 0) and not d.dim_param:
+            if not d.HasField("dim_value") and not d.dim_param:  # a size 0 is a size
                 d.dim_param = f"{vi.name}_dim{k}"
 
 
@@ -150,7 +150,7 @@ def _name_computed_dims(model: onnx.ModelProto) -> None:
     named after the output and position, `OUTPUT_dimK`: the size the model computes."""
     for vi in model.graph.output:
         for k, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value"):
                 continue
             if not d.dim_param or d.dim_param.startswith("unk__"):
                 d.dim_param = f"{vi.name}_dim{k}"

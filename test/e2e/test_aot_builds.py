@@ -90,6 +90,21 @@ def test_unnamed_dynamic_dims_keep_one_symbol_from_input_to_output(tmp_path):
     assert manifest.outputs[0].shape == ("x_dim0", 4)
 
 
+def test_a_zero_sized_dim_stays_static():
+    """dim_value 0 (an empty tensor, e.g. ReduceSum's empty axes) is a size, not an unnamed dim."""
+    from inferx_compiler.onnx_frontend import prepare
+    from inferx_compiler.log import BuildLog
+
+    model = _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="sum")],
+                   [helper.make_tensor_value_info("x", F, [None, 3]),
+                    helper.make_tensor_value_info("axes", TensorProto.INT64, [0])],
+                   [helper.make_tensor_value_info("y", F, None)])
+    prepared = prepare(model, name="m", sha256="0", log=BuildLog(quiet=True))
+    dims = {vi.name: vi.type.tensor_type.shape.dim for vi in prepared.proto.graph.input}
+    assert dims["x"][0].dim_param == "x_dim0"
+    assert dims["axes"][0].HasField("dim_value") and dims["axes"][0].dim_value == 0
+
+
 def test_small_models_get_no_rss_ratio(tmp_path):
     path = save(mlp(), tmp_path / "m.onnx")
     proc = _compile_cli(path, "--target", "cpu", "-o", str(tmp_path / "m.ixa"))
