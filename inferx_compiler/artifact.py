@@ -213,7 +213,7 @@ class VerifyPolicy:
         all            hash every member (the default)
         skip-weights   hash every member but the weights: for very large weights, where
                        hashing costs about 0.8 s per GB (a 100 MB weights member: 80 ms from
-                       the page cache, 90-140 ms just after evicting the file from it; about
+                       the page cache, 90-190 ms just after evicting the file from it; about
                        1.2 GB/s on one core of the 2-core Xeon VM this was built on, which has
                        SHA extensions; slower without them). A process hashes an unchanged file
                        once: further loads of it (serving instances) reuse the result.
