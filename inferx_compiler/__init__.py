@@ -31,8 +31,9 @@ def compile(module, example_inputs, target: str, output: str, *, precision: str 
                                 precision=precision, dynamic_shapes=dynamic_shapes, quiet=quiet)
 
 
-def load(path: str, device: str | None = None):
-    """Load an `.ixa` artifact; returns a session with `run(feeds) -> dict`."""
+def load(path: str, device: str | None = None, verify: str | None = None):
+    """Load an `.ixa` artifact; returns a session with `run(feeds) -> dict`. `verify`: which
+    members' sha256 are checked (all, skip-weights, none; default $INFERX_VERIFY_ARTIFACT or all)."""
     from .runtime.session import load as _load
 
-    return _load(path, device)
+    return _load(path, device, verify=verify)

@@ -56,6 +56,14 @@ def _batch_sizes(ctx, param, value):
         raise click.BadParameter(str(e), ctx=ctx, param=param) from None
 
 
+def _optional_passes(ctx, param, value):
+    unknown = [p for p in value if p not in OPTIONAL_PASSES]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: not a pass that can be left out; valid: "
+                                 f"{', '.join(OPTIONAL_PASSES)}", ctx=ctx, param=param)
+    return value
+
+
 def _conv_algorithms_option(ctx, param, value):
     try:
         return _conv_algorithms(value)
@@ -111,7 +119,8 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--fuse-attention", default="auto", show_default=True, type=click.Choice(ATTENTION_CHOICES),
               help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
                    "targets), on (any target), off")
-@click.option("--disable-pass", multiple=True, metavar="NAME", type=click.Choice(OPTIONAL_PASSES),
+@click.option("--disable-pass", multiple=True, metavar="NAME", callback=_optional_passes,
+              shell_complete=lambda ctx, param, incomplete: [p for p in OPTIONAL_PASSES if p.startswith(incomplete)],
               help="leave one of the optimizing passes out of the build (repeatable), to measure "
                    "what it is worth")
 @click.option("--tune", is_flag=True,

@@ -92,7 +92,11 @@ def test_auto_keeps_the_sensitive_layer_and_meets_its_budget(tmp_path):
     assert "sensitivity" in proc.stderr and "fc2" in proc.stderr  # progress and the table
     plan = json.loads(plan_file.read_text())
     chosen = {l["layer"]: l["precision"] for l in plan["layers"]}
-    assert chosen["fc2"] == "fp32"  # its int8 error alone is far over budget
+    from inferx_compiler.precision_plan import candidates
+    from inferx_compiler.targets import get_target
+
+    floats = [c for c in candidates(get_target("cpu")) if not c.startswith("int")]  # fp32, and bf16 where native
+    assert chosen["fc2"] in floats  # its int8 error alone is far over budget
     assert all(chosen[f"fc{i}"] in ("int8", "int4") for i in (0, 1, 3))
     sens = {l["layer"]: l["sensitivity"] for l in plan["layers"]}
     assert sens["fc2"]["int8"] > 10 * max(sens[f"fc{i}"]["int8"] for i in (0, 1, 3))
