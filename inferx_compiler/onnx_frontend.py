@@ -135,13 +135,21 @@ def specialize(prepared: PreparedModel, dims: dict[str, int]) -> onnx.ModelProto
     return _infer_shapes(model, prepared.name)
 
 
+# dim_param spellings that mean "unknown", not a name shared between dims ("?" from some
+# exporters, "None"/"-1" from others): each such dim is its own symbol.
+_PLACEHOLDER_DIM_PARAMS = {"?", "-1", "None", "none", "null", "dynamic"}
+
+
 def _name_unnamed_dims(model: onnx.ModelProto) -> None:
     """Give each unnamed dynamic input dim its own symbol, `INPUT_dimK` (one per input and
     position: two unnamed dims are never assumed equal), before shape inference, so that
-    outputs derived from it carry the same symbol instead of onnx's `unk__N`."""
+    outputs derived from it carry the same symbol instead of onnx's `unk__N`. Placeholder
+    names ("?", "None", ...) count as unnamed."""
     for vi in model.graph.input:
         for k, d in enumerate(vi.type.tensor_type.shape.dim):
-            if not d.HasField("dim_value") and not d.dim_param:  # a size 0 is a size
+            if d.HasField("dim_value"):  # a size 0 is a size
+                continue
+            if not d.dim_param or d.dim_param.strip() in _PLACEHOLDER_DIM_PARAMS:
                 d.dim_param = f"{vi.name}_dim{k}"
 
 

@@ -164,12 +164,14 @@ def _bytecode(module_op) -> bytes:
 
 
 def _format_mlir_error(err) -> str:
+    from inferx_compiler.iree_backend import shorten_targets  # IREE's target attribute elided
+
     lines = []
     for d in getattr(err, "error_diagnostics", []) or []:
-        lines.append(f"{d.location}: {d.message}")
+        lines.append(shorten_targets(f"{d.location}: {d.message}"))
         for n in d.notes[:3]:
-            lines.append(f"  note: {n.location}: {n.message}")
-    return "\n".join(lines) if lines else str(err)
+            lines.append(shorten_targets(f"  note: {n.location}: {n.message}"))
+    return "\n".join(lines) if lines else shorten_targets(str(err))
 
 
 def save_reproducer(module_bytes: bytes, stage: str, command) -> str:

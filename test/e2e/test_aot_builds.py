@@ -258,3 +258,21 @@ def test_builds_are_reproducible(tmp_path, target):
     with open(one, "rb") as f:
         assert f.read(2) == b"PK"
     assert onnx.load(path).graph.node  # the model file is untouched by the builds
+
+
+def test_placeholder_dim_names_are_distinct_symbols(tmp_path):
+    """Exporters that write '?' for every dynamic dim do not make those dims equal: two inputs
+    whose '?' dims take different sizes run (was: "dynamic dim '?' is 192 here but 48")."""
+    import inferx_compiler
+    from helpers import onnxruntime_outputs
+
+    model = _model([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")],
+                   [helper.make_tensor_value_info("a", F, ["?", "?"]), helper.make_tensor_value_info("b", F, ["?", 5])],
+                   [helper.make_tensor_value_info("y", F, ["?", 5])])
+    path = save(model, tmp_path / "q.onnx")
+    out = tmp_path / "q.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    rng = np.random.default_rng(0)
+    feeds = {"a": rng.standard_normal((3, 7)).astype(np.float32), "b": rng.standard_normal((7, 5)).astype(np.float32)}
+    got = inferx_compiler.load(str(out)).run(feeds)["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(path, feeds)["y"], rtol=1e-5, atol=1e-5)
