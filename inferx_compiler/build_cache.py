@@ -15,7 +15,8 @@ and `--tune` builds (they measure too).
 
 Layout: DIR/v1/KEY[:2]/KEY.ixa, with KEY.json beside it (what went into the key). Entries
 are written atomically (a temp file, then a rename), so concurrent builds never see half an
-artifact; delete the folder to clear the cache.
+artifact, and checked against their manifest's sha256 before use (a damaged entry is dropped
+and rebuilt); delete the folder to clear the cache.
 """
 
 from __future__ import annotations
@@ -117,12 +118,25 @@ class BuildCache:
         return path
 
     def fetch(self, key: str, out_path: str) -> bool:
-        """Copy the cached artifact to out_path; False on a miss."""
+        """Copy the cached artifact to out_path; False on a miss. An entry whose members no
+        longer match their manifest's sha256 (a damaged cache) is removed and counts as a miss."""
         path = self.lookup(key)
-        if path is None:
+        if path is None or not _intact(path):
             return False
         _atomic_copy(str(path), Path(out_path))
         return True
+
+
+def _intact(path: Path) -> bool:
+    from .artifact import Artifact
+    from .errors import ArtifactError
+
+    try:
+        Artifact(str(path)).verify_members("all")
+        return True
+    except ArtifactError:
+        path.unlink(missing_ok=True)
+        return False
 
 
 def _atomic_copy(src: str, dest: Path) -> None:

@@ -151,6 +151,10 @@ class DynamicBatcher:
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
+        # observer(batch, now) is called in the batch thread as each batch starts (now: the
+        # batcher's clock, as the requests' `enqueued`): queue-delay and batch-size metrics. It
+        # must be quick and must not raise. None: nothing is called.
+        self.batch_observer: Optional[Callable[[Batch, float], None]] = None
         if start:
             tune_for_serving(config.switch_interval_us, config.gc_threshold)
             self._batch_threads = [threading.Thread(target=self._batch_loop, args=(slot,), daemon=True,
@@ -339,6 +343,8 @@ class DynamicBatcher:
     def _run(self, batch: Batch, slot: int):
         """Run one batch from input-buffer slot `slot`; returns its outputs, or the exception
         it raised (the batch fails as a whole: every request of it, and only those)."""
+        if self.batch_observer is not None:
+            self.batch_observer(batch, self.clock.monotonic())
         parts = [[r.feeds[name] for r in batch.requests] for name in self._names]
         started = time.perf_counter()
         try:

@@ -1,7 +1,9 @@
-"""The KServe v2 (Triton) inference protocol's request and response bodies, with its binary
-tensor data extension.
+"""The KServe v2 / Open Inference Protocol (Triton) request and response bodies over HTTP, with
+the binary tensor data extension; `decode_tensor` is shared with the gRPC front end, so both
+refuse the same requests with the same words.
 
-JSON only:   {"inputs": [{"name", "shape", "datatype", "data": [...]}], "outputs": [{"name"}], "id"}
+JSON only:   {"inputs": [{"name", "shape", "datatype", "data": [...]}], "outputs": [{"name"}], "id",
+              "parameters": {"timeout": MICROSECONDS, "binary_data_output": BOOL}}
 Binary:      the body is a JSON header of `Inference-Header-Content-Length` bytes, then the raw
              (little-endian, row-major) bytes of each input whose entry carries
              "parameters": {"binary_data_size": N} instead of "data", in order. Outputs come back
@@ -29,11 +31,12 @@ DTYPE_TO_DATATYPE = {v: k for k, v in DATATYPES.items()}
 
 
 class RequestError(InferXError):
-    """A request the server refuses, with the HTTP status to answer."""
+    """A request the server refuses, with the HTTP status to answer (gRPC maps it, see
+    protocol.GRPC_CODES)."""
 
-    def __init__(self, message: str, status: HTTPStatus = HTTPStatus.BAD_REQUEST):
+    def __init__(self, message: str, status: HTTPStatus | int = HTTPStatus.BAD_REQUEST):
         super().__init__(message)
-        self.status = status
+        self.status = HTTPStatus(status)
 
 
 @dataclass
@@ -42,11 +45,53 @@ class InferRequest:
     outputs: list[str]  # in the order to answer
     binary_outputs: set[str] = field(default_factory=set)
     id: Optional[object] = None
+    timeout_s: Optional[float] = None  # parameters.timeout (microseconds, as Triton's)
+
+
+def datatype_of(dtype: str) -> str:
+    return DTYPE_TO_DATATYPE.get(dtype, dtype.upper())
+
+
+def decode_tensor(name: str, datatype: str, shape, by_name: dict, *, data=None, raw: Optional[bytes] = None,
+                  seen: Optional[set] = None) -> np.ndarray:
+    """One input as an array of the model's dtype, from a list of values (`data`) or raw
+    little-endian bytes (`raw`); checks the name (known, not given twice), the datatype, the
+    shape's form and the element count. Shapes against the model: the batcher's check."""
+    if not isinstance(name, str) or name not in by_name:
+        raise RequestError(f"unknown input {name!r} (the model takes: {', '.join(by_name)})")
+    if seen is not None:
+        if name in seen:
+            raise RequestError(f"input '{name}' is given more than once")
+        seen.add(name)
+    dtype = DATATYPES.get(datatype) if isinstance(datatype, str) else None
+    if dtype is None:
+        raise RequestError(f"input '{name}': unsupported datatype {datatype!r} (supported: {', '.join(DATATYPES)})")
+    want = by_name[name].dtype
+    if dtype != want:
+        raise RequestError(f"input '{name}': datatype {datatype} but the model takes {datatype_of(want)}")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                        for d in shape):
+        raise RequestError(f"input '{name}': shape must be a list of non-negative integers, got {shape!r}")
+    count = int(np.prod(shape, dtype=np.int64))
+    if raw is not None:
+        expected = count * np.dtype(dtype).itemsize
+        if len(raw) != expected:
+            raise RequestError(f"input '{name}': {len(raw)} bytes of binary data, but shape {list(shape)} of "
+                               f"{datatype} needs {expected}")
+        array = np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"), count=count)
+        return np.ascontiguousarray(array.astype(dtype, copy=False).reshape(shape))
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise RequestError(f"input '{name}': data is not a list of {datatype} values ({e})") from None
+    if array.size != count:
+        raise RequestError(f"input '{name}': shape {list(shape)} holds {count} elements, data has {array.size}")
+    return np.ascontiguousarray(array.reshape(shape))
 
 
 def parse_request(body: bytes, header_length: Optional[str], specs, output_names: list[str]) -> InferRequest:
-    """Decode an infer request body; names, datatypes and element counts are checked here,
-    shapes against the model by the batcher."""
+    """Decode an infer request body; names (unknown or repeated), datatypes and element counts
+    are checked here, shapes against the model by the batcher."""
     header, binary = _split_body(body, header_length)
     try:
         doc = json.loads(header)
@@ -54,19 +99,44 @@ def parse_request(body: bytes, header_length: Optional[str], specs, output_names
         raise RequestError(f"request body is not valid JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
         raise RequestError('request body must be a JSON object with an "inputs" list')
-    feeds, offset = {}, 0
+    feeds, offset, seen = {}, 0, set()
     by_name = {s.name: s for s in specs}
     for i, entry in enumerate(doc["inputs"]):
-        array, used = _decode_input(i, entry, by_name, binary, offset)
-        feeds[entry["name"]] = array
-        offset += used
+        if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
+            raise RequestError(f'inputs[{i}] needs "name", "shape" and "datatype", and "data" or binary data')
+        name = entry["name"]
+        params = entry.get("parameters") or {}
+        size = params.get("binary_data_size") if isinstance(params, dict) else None
+        if size is not None:
+            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                raise RequestError(f"input '{name}': binary_data_size {size!r}, but {len(binary) - offset} bytes "
+                                   f"are left in the body")
+            feeds[name] = decode_tensor(name, entry["datatype"], entry["shape"], by_name,
+                                        raw=binary[offset:offset + size], seen=seen)
+            offset += size
+        elif "data" not in entry:
+            raise RequestError(f"input '{name}' has neither \"data\" nor parameters.binary_data_size")
+        else:
+            feeds[name] = decode_tensor(name, entry["datatype"], entry["shape"], by_name, data=entry["data"],
+                                        seen=seen)
     if offset != len(binary):
         raise RequestError(f"the request carries {len(binary)} bytes of binary data, its inputs describe {offset}")
     outputs, binary_outputs = _requested_outputs(doc, output_names)
-    return InferRequest(feeds, outputs, binary_outputs, doc.get("id"))
+    return InferRequest(feeds, outputs, binary_outputs, doc.get("id"), timeout_param(doc.get("parameters")))
 
 
-def encode_response(model: str, request: InferRequest, outputs: dict[str, np.ndarray]) -> tuple[bytes, Optional[int]]:
+def timeout_param(parameters) -> Optional[float]:
+    """Triton's request parameter "timeout" (microseconds) in seconds; None when absent."""
+    if not isinstance(parameters, dict) or parameters.get("timeout") in (None, 0):
+        return None
+    value = parameters["timeout"]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise RequestError(f"parameter 'timeout' must be a non-negative number of microseconds, got {value!r}")
+    return value * 1e-6
+
+
+def encode_response(model: str, version: str, request: InferRequest,
+                    outputs: dict[str, np.ndarray]) -> tuple[bytes, Optional[int]]:
     """The response body, and the JSON header's length when binary outputs follow it."""
     entries, chunks = [], []
     for name in request.outputs:
@@ -82,7 +152,7 @@ def encode_response(model: str, request: InferRequest, outputs: dict[str, np.nda
         else:
             entry["data"] = array.ravel().tolist()
         entries.append(entry)
-    doc = {"model_name": model, "model_version": "1", "outputs": entries}
+    doc = {"model_name": model, "model_version": version, "outputs": entries}
     if request.id is not None:
         doc["id"] = request.id
     header = json.dumps(doc).encode()
@@ -98,55 +168,22 @@ def _split_body(body: bytes, header_length: Optional[str]) -> tuple[bytes, bytes
     return body[:n], body[n:]
 
 
-def _decode_input(i: int, entry, by_name: dict, binary: bytes, offset: int) -> tuple[np.ndarray, int]:
-    """One input as an array, and the binary bytes it used."""
-    if not isinstance(entry, dict) or not {"name", "shape", "datatype"} <= set(entry):
-        raise RequestError(f'inputs[{i}] needs "name", "shape" and "datatype", and "data" or binary data')
-    name = entry["name"]
-    if name not in by_name:
-        raise RequestError(f"unknown input '{name}' (the model takes: {', '.join(by_name)})")
-    dtype = DATATYPES.get(entry["datatype"])
-    if dtype is None:
-        raise RequestError(f"input '{name}': unsupported datatype '{entry['datatype']}' "
-                           f"(supported: {', '.join(DATATYPES)})")
-    want = by_name[name].dtype
-    if dtype != want:
-        raise RequestError(f"input '{name}': datatype {entry['datatype']} but the model takes "
-                           f"{DTYPE_TO_DATATYPE.get(want, want)}")
-    shape = entry["shape"]
-    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise RequestError(f"input '{name}': shape must be a list of non-negative integers, got {shape!r}")
-    count = int(np.prod(shape, dtype=np.int64))
-    size = (entry.get("parameters") or {}).get("binary_data_size")
-    if size is not None:
-        expected = count * np.dtype(dtype).itemsize
-        if size != expected or offset + size > len(binary):
-            raise RequestError(f"input '{name}': binary_data_size {size}, but shape {shape} of {entry['datatype']} "
-                               f"needs {expected} bytes ({len(binary) - offset} left in the body)")
-        array = np.frombuffer(binary, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=offset)
-        return np.ascontiguousarray(array.astype(dtype, copy=False).reshape(shape)), size
-    if "data" not in entry:
-        raise RequestError(f"input '{name}' has neither \"data\" nor parameters.binary_data_size")
-    try:
-        array = np.asarray(entry["data"], dtype=dtype)
-    except (TypeError, ValueError) as e:
-        raise RequestError(f"input '{name}': data is not a list of {entry['datatype']} values ({e})") from None
-    if array.size != count:
-        raise RequestError(f"input '{name}': shape {shape} holds {count} elements, data has {array.size}")
-    return np.ascontiguousarray(array.reshape(shape)), 0
-
-
 def _requested_outputs(doc: dict, names: list[str]) -> tuple[list[str], set[str]]:
-    all_binary = bool((doc.get("parameters") or {}).get("binary_data_output", False))
+    params = doc.get("parameters") or {}
+    all_binary = bool(params.get("binary_data_output", False)) if isinstance(params, dict) else False
     requested = doc.get("outputs")
     if not requested:
         return list(names), set(names) if all_binary else set()
+    if not isinstance(requested, list):
+        raise RequestError('"outputs" must be a list of {"name": ...} objects')
     wanted, binary = [], set()
     for o in requested:
         name = o.get("name") if isinstance(o, dict) else None
         if name not in names:
             raise RequestError(f"unknown output {name!r} (the model gives: {', '.join(names)})")
+        if name in wanted:
+            raise RequestError(f"output '{name}' is requested more than once")
         wanted.append(name)
-        if (o.get("parameters") or {}).get("binary_data", all_binary):
+        if ((o.get("parameters") or {}).get("binary_data", all_binary)):
             binary.add(name)
     return wanted, binary

@@ -1,292 +1,241 @@
-"""HTTP front end over a `Service`: the KServe v2 / Triton inference protocol (JSON) and
-Prometheus metrics.
+"""An inference server: the Open Inference Protocol (KServe v2 / Triton) over HTTP (Starlette on
+uvicorn) and gRPC (grpc.aio), both on one asyncio event loop, over a repository of models ×
+versions, each a `Service` (session, batcher lanes, scheduler). Requests await the batcher's
+futures, so one process serves many concurrent requests without a thread each.
 
-    GET  /v2/health/live | /v2/health/ready          200 when live / loaded
-    GET  /v2                                          server metadata
-    GET  /v2/models/NAME  | /v2/models/NAME/ready     model metadata (dynamic dims are -1)
-    POST /v2/models/NAME/infer                        {"inputs": [{"name", "shape", "datatype", "data"}],
-                                                       "outputs": [{"name"}] (optional), "id" (optional)};
-                                                      binary tensors as in kserve.py
-    GET  /metrics                                     Prometheus text format
+    server = InferenceServer(ModelRepository.load(["model.ixa"]), port=8000, grpc_port=8001)
+    server.start()            # in a background thread; returns once both ports listen
+    ...                       # or server.serve_forever() in this thread (SIGTERM/SIGINT stop it)
+    server.shutdown()         # stop accepting, drain in-flight requests, close the services
 
-Each connection has a thread (`ThreadingHTTPServer`); a request's thread submits to the
-scheduler and waits, so concurrent requests share batches. Errors answer with
-{"error": "..."} naming what is wrong: 400 bad request (input name, dtype, shape), 404
-unknown model or path, 413 body too large, 503 queue full, 504 timed out in the queue,
-500 anything else.
+Endpoints: http_app.py (and its /openapi.json), grpc_server.py; status codes, metrics and
+checks: protocol.py, serving_metrics.py. Several servers can share the ports from separate
+processes (`reuse_port=True`, SO_REUSEPORT: the kernel spreads connections), as
+`inferx-serve --workers N` runs them, with `multiprocess_metrics=True`.
+
+Shutdown (SIGTERM, `stop()`): readiness turns false, the listeners close, requests already
+received are answered (up to `graceful_timeout_s`), idle keep-alive connections are closed,
+gRPC calls in progress finish (same grace), then every service's batcher drains its queue.
+Slow clients: a request body must arrive within `read_timeout_s` (else 408 and the connection
+closes); idle keep-alive connections close after `keep_alive_s`.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import asyncio
+import contextlib
+import signal
 import socket
 import threading
-import time
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from typing import Callable, Optional
+
+from .http_app import MAX_BODY_BYTES, READ_TIMEOUT_S, HTTPFrontEnd
+from .protocol import InferenceCore
+from .repository import ModelRepository
+from .serving_metrics import ServingMetrics
+
+__all__ = ["InferenceServer", "MAX_BODY_BYTES", "bind_socket", "new_event_loop"]
 
 
-from inferx_compiler.errors import InputValidationError
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop where installed (about twice the requests per second), else asyncio's."""
+    try:
+        import uvloop
 
-from .batch_queue import QueueFullError, RequestTimeoutError
-from .kserve import DTYPE_TO_DATATYPE, HEADER_LENGTH, RequestError, encode_response, parse_request
-from .metrics import CONTENT_TYPE, LATENCY_BUCKETS, BucketCounts, Registry, merge_families, render_families
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover
+        return asyncio.new_event_loop()
 
-MAX_BODY_BYTES = 256 << 20
+
+def bind_socket(host: str, port: int, reuse_port: bool = False, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: any free one)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 class InferenceServer:
-    """Serves one model (a `Service`) over HTTP; `start()` runs it in a background thread."""
-
-    def __init__(self, service, name: str, host: str = "127.0.0.1", port: int = 8000, *,
-                 reuse_port: bool = False, metrics_dir: Optional[str] = None, worker_index: int = 0):
-        """`reuse_port`: several server processes listen on the same port (the kernel spreads
-        connections over them); each then publishes its metrics in `metrics_dir`, and /metrics
-        answers with the sum over all of them."""
-        self.service, self.name = service, name
-        self.metrics = ServerMetrics(name, service)
-        if metrics_dir is not None:
-            self.metrics.share(metrics_dir, worker_index)
-        self._http = _bind(host, port, _handler_class(self), reuse_port)
+    def __init__(self, models, name: Optional[str] = None, host: str = "127.0.0.1", port: int = 8000,
+                 grpc_port: Optional[int] = None, *, reuse_port: bool = False, multiprocess_metrics: bool = False,
+                 max_body_bytes: int = MAX_BODY_BYTES, read_timeout_s: float = READ_TIMEOUT_S,
+                 queue_timeout_s: Optional[float] = None, graceful_timeout_s: float = 30.0,
+                 keep_alive_s: float = 5.0):
+        """`models`: a ModelRepository, or one Service served as model `name`, version 1.
+        `grpc_port` None: no gRPC. The HTTP port is bound here (OSError when taken); gRPC's when
+        the server starts."""
+        self.repository = models if isinstance(models, ModelRepository) else ModelRepository.single(models, name)
+        self.metrics = ServingMetrics(multiprocess=multiprocess_metrics)
+        self.core = InferenceCore(self.repository, self.metrics, queue_timeout_s=queue_timeout_s)
+        self.http = HTTPFrontEnd(self.core, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s)
+        self.host, self.reuse_port = host, reuse_port
+        self.graceful_timeout_s, self.keep_alive_s = graceful_timeout_s, keep_alive_s
+        self.max_body_bytes = max_body_bytes
+        self._sock = bind_socket(host, port, reuse_port)
+        self.port = self._sock.getsockname()[1]
+        self._grpc_requested = grpc_port
+        self.grpc_port: Optional[int] = None
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._stop_event: Optional[asyncio.Event] = None
+        self._stop_requested = False
         self._thread: Optional[threading.Thread] = None
+        self._ready = threading.Event()
+        self._error: Optional[BaseException] = None
+        self._closed = False
 
     @property
-    def address(self) -> tuple[str, int]:
-        return self._http.server_address[:2]
+    def name(self) -> str:
+        return ",".join(self.repository.names())
 
     @property
     def url(self) -> str:
-        host, port = self.address
-        return f"http://{host}:{port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
+    @property
+    def grpc_address(self) -> Optional[str]:
+        if self.grpc_port is None:
+            return None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.grpc_port}"
+
+    # -- running --------------------------------------------------------------------------
     def start(self) -> "InferenceServer":
-        self._thread = threading.Thread(target=self._http.serve_forever, name="inferx-http", daemon=True)
+        """Serve in a background thread; returns once HTTP and gRPC listen."""
+        self._thread = threading.Thread(target=self._run, name="inferx-server", daemon=True)
         self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
         return self
 
-    def serve_forever(self) -> None:
-        self._http.serve_forever()
-
-    def shutdown(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self.metrics.stop_sharing()
-        self.service.close()
-
-    # -- protocol -------------------------------------------------------------------------
-    def metadata(self) -> dict:
-        return {"name": self.name, "platform": "inferx", "versions": ["1"],
-                "inputs": [_tensor_metadata(s) for s in self.service.inputs],
-                "outputs": [_tensor_metadata(s) for s in self.service.outputs]}
-
-    def infer(self, body: bytes, header_length: Optional[str] = None) -> tuple[bytes, Optional[int]]:
-        """One infer request body in, the response body (and its JSON header's length when
-        binary outputs follow) out."""
-        request = parse_request(body, header_length, self.service.inputs, [s.name for s in self.service.outputs])
-        return encode_response(self.name, request, self.service.run(request.feeds))
-
-
-def _tensor_metadata(spec) -> dict:
-    return {"name": spec.name, "datatype": DTYPE_TO_DATATYPE.get(spec.dtype, spec.dtype.upper()),
-            "shape": [d if isinstance(d, int) else -1 for d in spec.shape]}
-
-
-class ServerMetrics:
-    """Request metrics kept by the server; batching metrics read from the lanes at scrape time."""
-
-    def __init__(self, model: str, service):
-        self.model, self.service = model, service
-        self.registry = Registry()
-        self.requests = self.registry.counter("inferx_requests_total", "Inference requests answered, by HTTP status.",
-                                              ("model", "code"))
-        self.latency = self.registry.histogram("inferx_request_duration_seconds",
-                                               "Time from receiving an inference request to answering it.",
-                                               ("model",), LATENCY_BUCKETS)
-        self.registry.collector(self._batching_families)
-        self._shared: Optional[_SharedMetrics] = None
-
-    def observe(self, code: int, seconds: float) -> None:
-        self.requests.inc(model=self.model, code=str(code))
-        self.latency.observe(seconds, model=self.model)
-
-    def render(self) -> str:
-        return self._shared.render() if self._shared else self.registry.render()
-
-    def share(self, directory: str, index: int) -> None:
-        self._shared = _SharedMetrics(self.registry, directory, index)
-
-    def stop_sharing(self) -> None:
-        if self._shared:
-            self._shared.stop()
-
-    def _batching_families(self):
-
-        lanes = [(lane.name, lane.batcher) for lane in self.service.scheduler.lanes]
-        counters = [("inferx_batches_total", "Batches run.", lambda s: s.batches),
-                    ("inferx_batch_rows_total", "Request rows run in batches.", lambda s: s.rows),
-                    ("inferx_batch_padding_rows_total", "Rows added to fill batch buckets.", lambda s: s.padded_rows),
-                    ("inferx_batch_failures_total", "Batches that raised an error.", lambda s: s.failed_batches),
-                    ("inferx_queue_rejected_total", "Requests refused because the queue was full.", lambda s: s.rejected),
-                    ("inferx_queue_timeouts_total", "Requests that timed out in the queue.", lambda s: s.timed_out)]
-        for name, help_text, get in counters:
-            yield name, "counter", help_text, [(name, self._labels(lane), get(b.stats)) for lane, b in lanes]
-        yield ("inferx_queue_requests", "gauge", "Requests waiting in the batch queue.",
-               [("inferx_queue_requests", self._labels(lane), len(b.queue)) for lane, b in lanes])
-        sizes = sorted({1, *[2 ** k for k in range(12)], *[lane[1].config.max_batch_size for lane in lanes]})
-        size_samples, exec_samples = [], []
-        for lane, b in lanes:
-            batch_sizes = BucketCounts(sizes)
-            for rows, n in dict(b.stats.batch_histogram).items():
-                batch_sizes.observe(rows, n)
-            size_samples += batch_sizes.samples("inferx_batch_size", self._labels(lane))
-            exec_samples += b.stats.exec_buckets.samples("inferx_batch_exec_seconds", self._labels(lane))
-        yield "inferx_batch_size", "histogram", "Request rows per batch run.", size_samples
-        yield ("inferx_batch_exec_seconds", "histogram",
-               "Time to write a batch into the device buffers, run it and read the results.", exec_samples)
-
-    def _labels(self, lane: str) -> dict:
-        return {"model": self.model, "lane": lane}
-
-
-class _SharedMetrics:
-    """One of several server processes on a port: its families go to DIR/worker-INDEX.json (every
-    `interval` seconds and at each scrape); a scrape answers with the sum over every worker's file,
-    so other workers' figures are at most `interval` old."""
-
-    def __init__(self, registry: Registry, directory: str, index: int, interval: float = 0.5):
-        self.registry, self.directory, self.interval = registry, directory, interval
-        self.path = os.path.join(directory, f"worker-{index}.json")
-        self._stop = threading.Event()
-        self.publish()
-        threading.Thread(target=self._loop, name="inferx-metrics", daemon=True).start()
-
-    def publish(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(self.registry.families(), f)
-        os.replace(tmp, self.path)
-
-    def render(self) -> str:
-        self.publish()
-        snapshots = []
-        for entry in sorted(os.listdir(self.directory)):
-            if entry.startswith("worker-") and entry.endswith(".json"):
-                try:
-                    with open(os.path.join(self.directory, entry)) as f:
-                        snapshots.append(json.load(f))
-                except (OSError, ValueError):  # a worker gone or mid-write: skip it this time
-                    continue
-        return render_families(merge_families(snapshots))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.publish()
+    def serve_forever(self, on_ready: Optional[Callable[["InferenceServer"], None]] = None) -> None:
+        """Serve in this thread until `stop()`, SIGTERM or SIGINT (main thread); `on_ready` is
+        called once both protocols listen."""
+        self._run(on_ready, signals=threading.current_thread() is threading.main_thread())
+        if self._error is not None:
+            raise self._error
 
     def stop(self) -> None:
-        self._stop.set()
+        """Begin a graceful shutdown (any thread); `serve_forever` returns when it is done."""
+        self._stop_requested = True
+        loop, event = self._loop, self._stop_event
+        if loop is not None and event is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(event.set)
+
+    def shutdown(self) -> None:
+        """Stop, wait until in-flight requests are answered and the services are closed."""
+        self.stop()
+        if self._thread is not None:
+            self._thread.join()
+        if not self._closed:  # never started
+            self._closed = True
+            self._sock.close()
+            self.repository.close()
+
+    # -- the loop -------------------------------------------------------------------------
+    def _run(self, on_ready=None, signals: bool = False) -> None:
+        loop = new_event_loop()
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main(on_ready, signals))
+        except BaseException as e:  # noqa: BLE001 - reported to start()/serve_forever()
+            self._error = e
+        finally:
+            self._ready.set()
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+            asyncio.set_event_loop(None)
+
+    async def _main(self, on_ready, signals: bool) -> None:
+        import uvicorn
+
+        loop = asyncio.get_running_loop()
+        self._loop, self._stop_event = loop, asyncio.Event()
+        if self._stop_requested:
+            self._stop_event.set()
+        grpc_server = None
+        try:
+            if self._grpc_requested is not None:
+                from .grpc_server import grpc_server as make_grpc
+
+                grpc_server, self.grpc_port = make_grpc(self.core, self.host, self._grpc_requested,
+                                                        reuse_port=self.reuse_port,
+                                                        max_message_bytes=self.max_body_bytes)
+                await grpc_server.start()
+            config = uvicorn.Config(self.http.app(), http=_http_impl(), loop="none", lifespan="off",
+                                    access_log=False, log_config=None, log_level="warning", server_header=False,
+                                    timeout_keep_alive=self.keep_alive_s, backlog=2048,
+                                    timeout_graceful_shutdown=self.graceful_timeout_s)
+            http = _Uvicorn(config)
+            http_task = asyncio.create_task(http.serve(sockets=[self._sock]))
+            while not http.started and not http_task.done():
+                await asyncio.sleep(0.005)
+            if http_task.done():
+                http_task.result()
+                raise OSError(f"the HTTP server on {self.url} did not start")
+            if signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, self._stop_event.set)
+            self._ready.set()
+            if on_ready is not None:
+                on_ready(self)
+            stop_wait = asyncio.create_task(self._stop_event.wait())
+            await asyncio.wait([http_task, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+            # drain: not ready any more; listeners close; what was received is answered
+            self.core.draining = True
+            http.should_exit = True
+            waits = [http_task]
+            if grpc_server is not None:
+                waits.append(asyncio.ensure_future(grpc_server.stop(self.graceful_timeout_s)))
+                grpc_server = None
+            await asyncio.gather(*waits, return_exceptions=True)
+        finally:
+            if grpc_server is not None:
+                await grpc_server.stop(None)
+            if signals:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            self._sock.close()
+            self._closed = True
+            await loop.run_in_executor(None, self.repository.close)  # batchers drain their queues
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024  # listen backlog: many clients connecting at once are not refused
+class _Uvicorn:
+    """uvicorn.Server without its own signal handling (this server handles SIGTERM/SIGINT, and
+    uvicorn's would re-raise the signal after shutting down)."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):
+                yield
+
+            def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+                pass
+
+        return Server(config)
 
 
-def _bind(host: str, port: int, handler, reuse_port: bool) -> _HTTPServer:
-    httpd = _HTTPServer((host, port), handler, bind_and_activate=False)
+def _http_impl() -> str:
     try:
-        if reuse_port:
-            httpd.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        httpd.server_bind()
-        httpd.server_activate()
-    except BaseException:
-        httpd.server_close()
-        raise
-    return httpd
+        import httptools  # noqa: F401
 
-
-def _handler_class(server: InferenceServer):
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "inferx"
-
-        def setup(self):
-            super().setup()
-            # headers and body go out in separate writes: without this, Nagle's algorithm holds
-            # the body back until the client's delayed ACK (40 ms per keep-alive request)
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format, *args):  # quiet: metrics say what happened
-            pass
-
-        def do_GET(self):
-            path = self.path.split("?", 1)[0].rstrip("/")
-            model_path = f"/v2/models/{server.name}"
-            if path == "/metrics":
-                return self._send(200, server.metrics.render().encode(), CONTENT_TYPE)
-            if path in ("/v2/health/live", "/v2/health/ready", model_path + "/ready"):
-                return self._json(200, {"live": True} if path.endswith("live") else {"ready": True})
-            if path == "/v2":
-                from inferx_compiler import __version__
-
-                return self._json(200, {"name": "inferx", "version": __version__, "extensions": []})
-            if path == model_path:
-                return self._json(200, server.metadata())
-            if path.startswith("/v2/models/"):
-                return self._json(404, {"error": f"unknown model '{path.split('/')[3]}' (this server has "
-                                                 f"'{server.name}')"})
-            return self._json(404, {"error": f"no such path: {path}"})
-
-        def do_POST(self):
-            started = time.perf_counter()
-            path = self.path.split("?", 1)[0].rstrip("/")
-            try:
-                if path != f"/v2/models/{server.name}/infer":
-                    model = path.split("/")[3] if path.startswith("/v2/models/") else None
-                    raise RequestError(f"unknown model '{model}' (this server has '{server.name}')" if model
-                                       else f"no such path: {path}", HTTPStatus.NOT_FOUND)
-                body, header_length = server.infer(self._read_body(), self.headers.get(HEADER_LENGTH))
-                status = 200
-            except RequestError as e:
-                status, error = int(e.status), str(e)
-            except InputValidationError as e:
-                status, error = 400, str(e)
-            except QueueFullError as e:
-                status, error = 503, str(e)
-            except RequestTimeoutError as e:
-                status, error = 504, str(e)
-            except Exception as e:  # the model failed: say what, keep serving
-                status, error = 500, f"{type(e).__name__}: {e}"
-            if status != 200:
-                self._json(status, {"error": error})
-            elif header_length is None:
-                self._send(200, body, "application/json")
-            else:
-                self._send(200, body, "application/octet-stream", {HEADER_LENGTH: str(header_length)})
-            if path.endswith("/infer"):
-                server.metrics.observe(status, time.perf_counter() - started)
-
-        def _read_body(self) -> bytes:
-            length = self.headers.get("Content-Length")
-            if length is None or not length.isdigit():
-                raise RequestError("a Content-Length header is required", HTTPStatus.LENGTH_REQUIRED)
-            if int(length) > MAX_BODY_BYTES:
-                self.close_connection = True
-                raise RequestError(f"request body of {int(length)} bytes is over the limit of {MAX_BODY_BYTES}",
-                                   HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-            return self.rfile.read(int(length))
-
-        def _json(self, status: int, payload: dict) -> None:
-            self._send(status, json.dumps(payload).encode(), "application/json")
-
-        def _send(self, status: int, body: bytes, content_type: str, headers: Optional[dict] = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-    return Handler
+        return "httptools"
+    except ImportError:  # pragma: no cover
+        return "h11"

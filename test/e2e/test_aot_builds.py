@@ -276,3 +276,17 @@ def test_placeholder_dim_names_are_distinct_symbols(tmp_path):
     feeds = {"a": rng.standard_normal((3, 7)).astype(np.float32), "b": rng.standard_normal((7, 5)).astype(np.float32)}
     got = inferx_compiler.load(str(out)).run(feeds)["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(path, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_damaged_cache_entry_is_rebuilt(tmp_path):
+    path = save(mlp(), tmp_path / "m.onnx")
+    cache = tmp_path / "cache"
+    first, second = tmp_path / "first.ixa", tmp_path / "second.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(first), "--cache-dir", str(cache), "-q"]) == 0
+    (entry,) = cache.rglob("*.ixa")
+    data = bytearray(entry.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a member
+    entry.write_bytes(bytes(data))
+    proc = _compile_cli(path, "--target", "cpu", "-o", str(second), "--cache-dir", str(cache))
+    assert proc.returncode == 0 and "build cache: miss" in proc.stderr and "stored as" in proc.stderr
+    assert second.read_bytes() == first.read_bytes() == entry.read_bytes()
