@@ -141,7 +141,8 @@ def write_parameter_archive(weights: dict[str, np.ndarray], path: str) -> None:
     index.create_archive_file(path)
 
 
-def _sha256_file(path: str) -> str:
+def sha256_file(path: str) -> str:
+    """A file's sha256, read in 4 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
@@ -172,7 +173,7 @@ def write_artifact(out_path: str, manifest: Manifest, module_bytes: bytes,
         with open(report_path, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
         members.append((REPORT, report_path))
-        manifest.members = {name: _sha256_file(p) for name, p in members}
+        manifest.members = {name: sha256_file(p) for name, p in members}
         manifest_bytes = json.dumps(manifest.to_json(), indent=1, sort_keys=True).encode()
         partial = out_path + ".partial"
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_STORED) as zf:

@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from .artifact import sha256_file
 from .options import CompileOptions
 from .targets import get_target
 from .versions import stack_versions
@@ -39,14 +40,6 @@ LAYOUT = "v1"
 ENV_VAR = "INFERX_CACHE_DIR"
 # Options that do not change the artifact's bytes, or that are keyed by content instead.
 _NOT_KEYED = {"plan", "tuning_db", "calibration", "precision_plan_file", "measure_buckets"}
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sha256_path(path: str) -> str:

@@ -1,16 +1,6 @@
-"""inferx-serve ARTIFACT: serve an artifact over HTTP (KServe v2 JSON protocol) with dynamic
-batching and Prometheus metrics.
-
-    inferx-serve model.ixa --port 8000                         batching from the bucket table
-    inferx-serve model.ixa --device cuda:0 --device cuda:1     one scheduler, a lane per device
-    inferx-serve model.ixa --workers 4                         4 server processes on one port
-    curl localhost:8000/v2/models/model                        metadata
-    curl -d '{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}' \\
-         localhost:8000/v2/models/model/infer
-    curl localhost:8000/metrics                                Prometheus text format
-
-Prints one line, `serving NAME on http://HOST:PORT` (plus ` (N workers)`), once the model is
-loaded (with the real port when --port 0 asks for any free one); SIGINT/SIGTERM stop it cleanly.
+"""inferx-serve ARTIFACT [ARTIFACT...] | --model-repository DIR: serve models over the Open
+Inference Protocol (KServe v2 / Triton), HTTP and gRPC, with dynamic batching and Prometheus
+metrics. See HELP below and runtime/server.py.
 """
 
 from __future__ import annotations
@@ -23,37 +13,62 @@ from types import SimpleNamespace
 
 import click
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, existing_path,
+                     options_namespace, run_cli)
 from .serving_options import service_options, serving_options
 
-HELP = """Serve an .ixa artifact over HTTP (KServe v2 JSON protocol) with dynamic batching and
-Prometheus metrics (/metrics).
+HELP = """Serve .ixa artifacts over the Open Inference Protocol (KServe v2 / Triton): HTTP on
+--port (default 8000) and gRPC on --grpc-port (default 8001), with dynamic batching and
+Prometheus metrics (GET /metrics). Stock tritonclient.http and tritonclient.grpc clients work.
 
-Prints one line, `serving NAME on http://HOST:PORT` (plus ` (N workers)`), once the model is
-loaded (with the real port when --port 0 asks for any free one); SIGINT/SIGTERM stop it cleanly.
+Each ARTIFACT is served as model NAME (its file name without .ixa; --name for one), version 1;
+--model-repository DIR serves every DIR/NAME/VERSION/model.ixa (Triton's layout), several
+models and versions at once. Listens on 127.0.0.1 unless --host says otherwise.
+
+Prints one line once every model is loaded and both ports listen (the real ports when 0 asks
+for any free one): `serving NAME[,NAME...] on http://HOST:PORT and grpc://HOST:PORT`, plus
+` (N workers)`. SIGTERM/SIGINT stop it: not ready any more, listeners closed, requests already
+received answered, batch queues drained; exit status 0.
 """
 
 EXAMPLES = """\b
 Examples:
-  inferx-serve model.ixa --port 8000                         batching from the bucket table
+  inferx-serve model.ixa                                     HTTP :8000, gRPC :8001
+  inferx-serve a.ixa b.ixa --workers 4                       4 processes share both ports
+  inferx-serve --model-repository models/                    models/NAME/VERSION/model.ixa
   inferx-serve model.ixa --device cuda:0 --device cuda:1     one scheduler, a lane per device
-  inferx-serve model.ixa --workers 4                         4 server processes on one port
-  curl localhost:8000/v2/models/model                        metadata
+  curl localhost:8000/v2/models/model                        metadata (-1: a dynamic dim)
   curl -d '{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}' \\
-       localhost:8000/v2/models/model/infer
+       localhost:8000/v2/models/model/versions/1/infer
   curl localhost:8000/metrics                                Prometheus text format
+  curl localhost:8000/openapi.json                           every endpoint, with x-stability
 """
 
 
 @click.command("inferx-serve", context_settings=CONTEXT_SETTINGS, help=HELP,
                epilog=EXAMPLES + "\n" + completion_epilog("inferx-serve"))
-@click.argument("artifact", callback=existing_file)
-@click.option("--name", metavar="NAME", help="model name in the URLs (default: the file name without .ixa)")
+@click.argument("artifact", nargs=-1, callback=existing_file)
+@click.option("--model-repository", "model_repository", metavar="DIR", callback=existing_path,
+              help="serve every DIR/NAME/VERSION/model.ixa (Triton's layout; VERSION a positive integer)")
+@click.option("--name", metavar="NAME", help="model name of a single ARTIFACT (default: its file name without .ixa)")
 @click.option("--host", default="127.0.0.1", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, metavar="PORT",
-              help="port (default 8000; 0: any free port)")
+              help="HTTP port (default 8000; 0: any free port)")
+@click.option("--grpc-port", type=click.IntRange(0, 65535), default=8001, metavar="PORT",
+              help="gRPC port (default 8001; 0: any free port)")
+@click.option("--no-grpc", is_flag=True, help="serve HTTP only")
 @click.option("--workers", type=click.IntRange(min=1), default=1, metavar="N",
-              help="server processes sharing the port, each with its own session and batcher (default 1)")
+              help="server processes sharing both ports (SO_REUSEPORT), each with its own sessions and "
+                   "batchers; /metrics on any of them covers all (default 1)")
+@click.option("--max-body-mb", type=click.FloatRange(min=0, min_open=True), default=256.0, metavar="MB",
+              help="largest request body (HTTP) or message (gRPC); larger ones get 413 (default 256)")
+@click.option("--read-timeout-s", type=click.FloatRange(min=0, min_open=True), default=30.0, metavar="S",
+              help="a request body must arrive within this (else 408, connection closed; default 30)")
+@click.option("--queue-timeout-ms", type=click.FloatRange(min=0, min_open=True), metavar="MS",
+              help="a request still queued after this answers 504 (default: none; a request's own "
+                   "parameters.timeout, in microseconds, comes first)")
+@click.option("--graceful-timeout-s", type=click.FloatRange(min=0), default=30.0, metavar="S",
+              help="at shutdown, how long in-flight requests may take (default 30)")
 @serving_options
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
@@ -66,100 +81,152 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(args) -> int:
-    name = args.name or os.path.splitext(os.path.basename(args.artifact))[0]
+    from inferx_compiler.errors import InputValidationError
+
+    if not args.artifact and not args.model_repository:
+        raise InputValidationError("give one or more .ixa artifacts, or --model-repository DIR")
     if args.workers > 1:
-        return _serve_workers(args, name)
-    server = _server(args, name, args.port)
-    signal.signal(signal.SIGTERM, _stop)
-    print(f"serving {name} on {server.url}", flush=True)
-    _serve_until_stopped(server)
+        return _serve_workers(args)
+    server = _server(args, args.port, None if args.no_grpc else args.grpc_port)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # serve_forever handles SIGTERM/SIGINT in its loop
+    server.serve_forever(on_ready=lambda s: print(_serving_line(s.name, s.url, s.grpc_address), flush=True))
     return 0
 
 
-def _serve_until_stopped(server) -> None:
-    """Serve until SIGINT/SIGTERM (raised here as KeyboardInterrupt), then shut down cleanly."""
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.shutdown()
+def _serving_line(names: str, url: str, grpc_address, workers: int = 1) -> str:
+    line = f"serving {names} on {url}"
+    if grpc_address:
+        line += f" and grpc://{grpc_address}"
+    return line + (f" ({workers} workers)" if workers > 1 else "")
 
 
-def _server(args, name: str, port: int, **shared):
+def _server(args, port: int, grpc_port, **shared):
     from inferx_compiler.errors import InputValidationError
+    from inferx_compiler.runtime.repository import ModelRepository
     from inferx_compiler.runtime.server import InferenceServer
-    from inferx_compiler.runtime.service import Service
 
-    service = Service(args.artifact, service_options(args))
+    repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
+                                      options=service_options(args))
     try:
-        return InferenceServer(service, name, args.host, port, **shared)
+        return InferenceServer(repository, host=args.host, port=port, grpc_port=grpc_port,
+                               max_body_bytes=int(args.max_body_mb * (1 << 20)), read_timeout_s=args.read_timeout_s,
+                               queue_timeout_s=args.queue_timeout_ms * 1e-3 if args.queue_timeout_ms else None,
+                               graceful_timeout_s=args.graceful_timeout_s, **shared)
     except OSError as e:
-        service.close()
+        repository.close()
         raise InputValidationError(f"cannot listen on {args.host}:{port} ({e.strerror or e})") from None
 
 
-def _serve_workers(args, name: str) -> int:
-    """--workers N: N server processes on one port (SO_REUSEPORT), each with its own session,
-    batcher and interpreter; /metrics on any of them sums them all."""
-    import multiprocessing
-    import shutil
+def _reserve(host: str, port: int):
+    """A socket bound (not listening) with SO_REUSEPORT: holds the port, and tells it when 0
+    asked for any free one, while the workers bind their own listening sockets beside it."""
     import socket
+
+    from inferx_compiler.errors import InferXError
+
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    probe = socket.socket(family, kind, proto)
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        probe.bind(address)
+    except OSError as e:
+        probe.close()
+        raise InferXError(f"cannot listen on {host}:{port} ({e.strerror or e})") from None
+    return probe, probe.getsockname()[1]
+
+
+def _serve_workers(args) -> int:
+    """--workers N: N server processes on both ports (SO_REUSEPORT: the kernel spreads the
+    connections), each with its own sessions, batchers and interpreter; their metrics meet in
+    prometheus_client's multiprocess directory, so /metrics on any of them covers all."""
+    import multiprocessing
+    import queue
+    import shutil
     import tempfile
 
     from inferx_compiler.errors import InferXError
 
-    probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # holds the port while workers start
-    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        probe.bind((args.host, args.port))
-    except OSError as e:
-        raise InferXError(f"cannot listen on {args.host}:{args.port} ({e.strerror or e})") from None
-    port = probe.getsockname()[1]
+    probes = []
+    http_probe, http_port = _reserve(args.host, args.port)
+    probes.append(http_probe)
+    grpc_port = None
+    if not args.no_grpc:
+        grpc_probe, grpc_port = _reserve(args.host, args.grpc_port)
+        probes.append(grpc_probe)
     metrics_dir = tempfile.mkdtemp(prefix="inferx-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir  # before any worker imports prometheus_client
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Queue()
-    workers = [ctx.Process(target=_worker, args=(vars(args), name, port, metrics_dir, i, ready), daemon=True)
+    workers = [ctx.Process(target=_worker, args=(vars(args), http_port, grpc_port, i, ready), daemon=True)
                for i in range(args.workers)]
-    signal.signal(signal.SIGTERM, _stop)
+    stop = {"requested": False}
+
+    def on_signal(signum, frame):
+        stop["requested"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         for w in workers:
             w.start()
-        failed = [msg for kind, msg in (ready.get() for _ in workers) if kind == "error"]
-        probe.close()
+        answers = []
+        while len(answers) < len(workers):
+            try:
+                answers.append(ready.get(timeout=0.2))
+            except queue.Empty:
+                if stop["requested"]:
+                    return 0
+                if any(not w.is_alive() for w in workers):
+                    raise InferXError("a server process ended while loading its models") from None
+        failed = [msg for kind, msg in answers if kind == "error"]
         if failed:
             raise InferXError(f"{len(failed)} of {args.workers} server processes failed: {failed[0]}")
-        print(f"serving {name} on http://{args.host}:{port} ({args.workers} workers)", flush=True)
-        while all(w.is_alive() for w in workers):
+        names, url, grpc_address = answers[0][1]
+        print(_serving_line(names, url, grpc_address, args.workers), flush=True)
+        while not stop["requested"]:
+            if not all(w.is_alive() for w in workers):
+                raise InferXError("a server process ended unexpectedly; stopping the others")
             time.sleep(0.2)
-        raise InferXError("a server process ended unexpectedly; stopping the others")
-    except KeyboardInterrupt:
         return 0
     finally:
-        probe.close()
+        for p in probes:
+            p.close()
         for w in workers:
             if w.is_alive():
-                w.terminate()  # SIGTERM: each shuts down cleanly
+                w.terminate()  # SIGTERM: each drains and shuts down cleanly
         for w in workers:
-            w.join(timeout=30)
+            w.join(timeout=args.graceful_timeout_s + 30)
+            if w.is_alive():
+                w.kill()
+                w.join()
+        from inferx_compiler.runtime.serving_metrics import mark_process_dead
+
+        for w in workers:
+            if w.pid is not None:
+                mark_process_dead(w.pid)
         shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
-def _worker(options: dict, name: str, port: int, metrics_dir: str, index: int, ready) -> None:
+def _worker(options: dict, http_port: int, grpc_port, index: int, ready) -> None:
     args = SimpleNamespace(**options)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers (SIGTERM)
-    signal.signal(signal.SIGTERM, _stop)
     try:
-        server = _server(args, name, port, reuse_port=True, metrics_dir=metrics_dir, worker_index=index)
-    except BaseException as e:
+        server = _server(args, http_port, grpc_port, reuse_port=True, multiprocess_metrics=True)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
         ready.put(("error", f"{type(e).__name__}: {e}"))
         return
-    ready.put(("ok", server.url))
-    _serve_until_stopped(server)
+    started = []
 
+    def on_ready(s):
+        started.append(True)
+        ready.put(("ok", (s.name, s.url, s.grpc_address)))
 
-def _stop(signum, frame):
-    raise KeyboardInterrupt  # leaves serve_forever(); the finally block shuts down cleanly
+    try:
+        server.serve_forever(on_ready=on_ready)
+    except BaseException as e:  # noqa: BLE001
+        if not started:
+            ready.put(("error", f"{type(e).__name__}: {e}"))
+        raise
 
 
 if __name__ == "__main__":
