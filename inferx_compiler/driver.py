@@ -53,7 +53,8 @@ def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
     target = check_request(options)
     model, digest = onnx_frontend.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
-    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log)
+    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
+                                     input_shapes=dict(options.input_shapes))
     return precision_plan_for(options, target, prepared, log)
 
 
@@ -69,7 +70,8 @@ def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, l
     """compile_onnx_file on a loaded ModelProto (`digest`: the file's sha256)."""
     target = check_request(options)
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
-                                     externalize_weights=(options.emit != "vmfb"))
+                                     externalize_weights=(options.emit != "vmfb"),
+                                     input_shapes=dict(options.input_shapes))
     try:
         return _compile_prepared(prepared, options, target, log)
     except PipelineError as e:  # name the ONNX nodes, whichever stage failed

@@ -67,6 +67,27 @@ def load_model(path: str) -> tuple[onnx.ModelProto, str]:
     return model, digest
 
 
+def fix_input_shapes(model: onnx.ModelProto, shapes: dict, name: str = "model") -> None:
+    """Give the named graph inputs these static shapes (dynamic dims take the size given,
+    static ones must already have it); refuses unknown inputs and wrong ranks."""
+    inputs = {vi.name: vi for vi in model.graph.input
+              if vi.name not in {i.name for i in model.graph.initializer}}
+    for input_name, shape in shapes.items():
+        if input_name not in inputs:
+            raise ModelLoadError(f"--input-shape {input_name}: model '{name}' has no input '{input_name}' "
+                                 f"(its inputs: {', '.join(inputs)})")
+        dims = inputs[input_name].type.tensor_type.shape.dim
+        declared = TensorSpec.from_value_info(inputs[input_name])
+        if len(dims) != len(shape):
+            raise ModelLoadError(f"--input-shape {input_name}: {len(shape)} dims given, but input "
+                                 f"'{input_name}' has rank {len(dims)} {declared.format_shape()}")
+        for k, (d, size) in enumerate(zip(dims, shape)):
+            if d.HasField("dim_value") and d.dim_value != size:
+                raise ModelLoadError(f"--input-shape {input_name}: dim {k} of '{input_name}' is {d.dim_value} "
+                                     f"in the model {declared.format_shape()}, not {size}")
+            d.dim_value = size
+
+
 def declared_inputs(path: str) -> list[TensorSpec]:
     """The model's inputs as its graph declares them, read without weights or shape
     inference: what option checks before a compile look at."""
@@ -98,9 +119,13 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
-            externalize_weights: bool = True) -> PreparedModel:
-    """Everything done to the ONNX proto before torch-mlir sees it."""
+            externalize_weights: bool = True, input_shapes: Optional[dict] = None) -> PreparedModel:
+    """Everything done to the ONNX proto before torch-mlir sees it. `input_shapes`
+    ({input: (d0, d1, ...)}, --input-shape) fixes those inputs' shapes first."""
     _check_structure(model, name)
+    if input_shapes:
+        fix_input_shapes(model, input_shapes, name)
+        log.step("fixed input shapes: " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items()))
     name_nodes(model)
     _reject_foreign_domains(model)
     weights = _lift_weights(model) if externalize_weights else {}

@@ -56,6 +56,22 @@ def _batch_sizes(ctx, param, value):
         raise click.BadParameter(str(e), ctx=ctx, param=param) from None
 
 
+def _input_shapes(ctx, param, values) -> tuple:
+    shapes = {}
+    for text in values:
+        name, _, dims = text.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            shape = ()
+        if not name or not shape or min(shape) < 0:
+            raise click.BadParameter(f"expected NAME=D0,D1,... (whole numbers), got '{text}'", ctx=ctx, param=param)
+        if name in shapes:
+            raise click.BadParameter(f"input '{name}' given twice", ctx=ctx, param=param)
+        shapes[name] = shape
+    return tuple(shapes.items())
+
+
 def _optional_passes(ctx, param, value):
     unknown = [p for p in value if p not in OPTIONAL_PASSES]
     if unknown:
@@ -108,6 +124,10 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--batch-sizes", metavar="1,2,4,8", callback=_batch_sizes,
               help="batch buckets to record (latency measured on the build machine when it has "
                    "the target's device, estimated otherwise); the batch dim stays dynamic")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D0,D1,...",
+              callback=lambda ctx, param, value: _input_shapes(ctx, param, value),
+              help="compile with this input's shape fixed (repeatable, one per input): dynamic dims "
+                   "IREE cannot keep dynamic (convolutions over dynamic image sizes) become static")
 @click.option("--dynamic-only", is_flag=True,
               help="compile only the dynamic-shape function (by default a static-shape function "
                    "is added per batch size: batch 1, or each of --batch-sizes)")
@@ -180,8 +200,27 @@ def _check_usage(args) -> None:
     if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
         raise click.BadParameter(f"{args.tuning_db}: no such file (write one with --tune)",
                                  param_hint="'--tuning-db'")
-    if args.batch_sizes and args.model:
+    if args.input_shapes and args.model:
+        _check_input_shapes(args.model, dict(args.input_shapes))
+    if args.batch_sizes and args.model and not args.input_shapes:
         _check_batch_dim(args.model)
+
+
+def _check_input_shapes(model: str, shapes: dict) -> None:
+    """--input-shape names real inputs with their rank: checked on the ONNX graph before any work."""
+    import onnx
+
+    from inferx_compiler.errors import ModelLoadError
+    from inferx_compiler.onnx_frontend import fix_input_shapes
+
+    try:
+        proto = onnx.load(model, load_external_data=False)
+    except Exception:
+        return  # the compile itself reports an unreadable model
+    try:
+        fix_input_shapes(proto, shapes, os.path.basename(model))
+    except ModelLoadError as e:
+        raise click.BadParameter(str(e).removeprefix("--input-shape "), param_hint="'--input-shape'") from None
 
 
 def _check_batch_dim(model: str) -> None:
@@ -207,7 +246,7 @@ def _work(args) -> int:
         return 0
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
-                             batch_sizes=args.batch_sizes,
+                             batch_sizes=args.batch_sizes, input_shapes=args.input_shapes,
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
                              conv_algorithms=args.conv_algorithms,
                              tuning_db=args.tuning_db, fuse_attention=args.fuse_attention,
