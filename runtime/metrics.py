@@ -1,17 +1,20 @@
-"""Prometheus metrics, rendered in the text exposition format (version 0.0.4) by hand: a
-counter, a gauge and a histogram are a few lines each, and the runtime needs no extra
-dependency for them.
+"""Prometheus text format by hand: per-bucket counts (`BucketCounts`, the batcher's statistics
+in batching.py) and a small registry (a counter, a gauge and a histogram are a few lines each).
+
+The server's /metrics no longer comes from here: `serving_metrics.py` uses prometheus_client
+(and its multiprocess mode for --workers). This module stays for the batcher's in-process
+statistics and for code that wants Prometheus text without that dependency.
 
     registry = Registry()
     requests = registry.counter("inferx_requests_total", "Requests answered.", ("model", "code"))
     requests.inc(model="cnn", code="200")
     latency = registry.histogram("inferx_request_duration_seconds", "...", ("model",), LATENCY_BUCKETS)
     latency.observe(0.0031, model="cnn")
-    registry.render()  # the /metrics body
+    registry.render()  # Prometheus text
 
-Values that live elsewhere (a batcher's statistics) are read at scrape time through
-`Registry.collector(fn)`: `fn()` yields (name, kind, help, [(sample name, labels, value)])
-families. Server processes that share a port publish their families; `merge_families` adds them.
+Values that live elsewhere are read at render time through `Registry.collector(fn)`: `fn()`
+yields (name, kind, help, [(sample name, labels, value)]) families; `merge_families` adds up
+several processes' families.
 """
 
 from __future__ import annotations

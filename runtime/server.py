@@ -177,6 +177,7 @@ class InferenceServer:
                 await grpc_server.start()
             config = uvicorn.Config(self.http.app(), http=_http_impl(), loop="none", lifespan="off",
                                     access_log=False, log_config=None, log_level="warning", server_header=False,
+                                    proxy_headers=False,
                                     timeout_keep_alive=self.keep_alive_s, backlog=2048,
                                     timeout_graceful_shutdown=self.graceful_timeout_s)
             http = _Uvicorn(config)
@@ -204,6 +205,7 @@ class InferenceServer:
                 grpc_server = None
             await asyncio.gather(*waits, return_exceptions=True)
         finally:
+            self.http.close()
             if grpc_server is not None:
                 await grpc_server.stop(None)
             if signals:

@@ -18,6 +18,15 @@ For each artifact (with --batch-sizes buckets):
     process and with the best count at saturation; the highest rate whose p99 stays within it,
     with and without batching;
   * overhead: a trivial model, per request, batcher (max batch 1, no delay) minus direct call.
+
+Front ends (--front-ends): the trivial model through `inferx-serve` over HTTP (JSON; wrk) and
+gRPC (h2load), with one and several worker processes, beside the same artifact driven in
+process (`inferx-bench`) and the previous server (runtime/server.py, kserve.py and metrics.py
+as of --old-rev, loaded from git into a temporary package), all measured in the same run with
+the same batching flags:
+
+    python tools/serving_figures.py --front-ends [--trivial T.ixa] [--workers 1,2]
+        [--concurrency 16,64,256] [--duration 5] [--old-rev 1016ad7] [--out DIR]
 """
 
 from __future__ import annotations
@@ -313,6 +322,159 @@ def redo(path: str) -> int:
     return 0
 
 
+OLD_RUNNER = """
+import signal, sys
+sys.path.insert(0, {root!r})
+from inferx_old_server.server import InferenceServer
+from inferx_compiler.runtime.service import Service, ServiceOptions
+srv = InferenceServer(Service({artifact!r}, ServiceOptions(instances={instances})), "trivial", port=0)
+signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+print("serving trivial on " + srv.url, flush=True)
+try:
+    srv.serve_forever()
+except KeyboardInterrupt:
+    pass
+"""
+
+
+def _old_server_package(rev: str) -> str:
+    """runtime/server.py, kserve.py and metrics.py as of `rev`, as package inferx_old_server in a
+    temporary folder (its batch_queue import goes to the current runtime's)."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = tempfile.mkdtemp(prefix="inferx-old-server-")
+    pkg = os.path.join(root, "inferx_old_server")
+    os.makedirs(pkg)
+    for name in ("server.py", "kserve.py", "metrics.py"):
+        text = subprocess.run(["git", "-C", repo, "show", f"{rev}:runtime/{name}"], capture_output=True, text=True,
+                              check=True).stdout
+        with open(os.path.join(pkg, name), "w") as f:
+            f.write(text)
+    with open(os.path.join(pkg, "batch_queue.py"), "w") as f:
+        f.write("from inferx_compiler.runtime.batch_queue import *  # noqa: F401,F403\n")
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    return root
+
+
+def _start(cmd: list, pattern: str):
+    """Start a server process; wait for its `serving ...` line; (process, match)."""
+    import re
+    import subprocess
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    match = re.match(pattern, line.strip())
+    if not match:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line}{proc.stderr.read()}")
+    return proc, match
+
+
+def _stop(proc) -> None:
+    import signal
+
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except Exception:  # noqa: BLE001
+        proc.kill()
+        proc.wait()
+
+
+def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], duration: float, old_rev: str,
+                      instances: int) -> dict:
+    """Requests/s and p50/p99 on the trivial model: in process, the previous server (HTTP), and
+    inferx-serve over HTTP (JSON) and gRPC at each worker count; the same batching flags."""
+    import json as _json
+    import urllib.request
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import http_load
+
+    sys.path.pop(0)
+    rows = []
+
+    def record(server, protocol, n_workers, result):
+        row = {"server": server, "protocol": protocol, "workers": n_workers, **result}
+        rows.append(row)
+        print(f"  {server:28s} {protocol:12s} {n_workers}w c={row['concurrency']:4d}: "
+              f"{row['throughput_rps']:9.0f} req/s  p50 {row['p50_ms']:7.2f} ms  p99 {row['p99_ms']:7.2f} ms  "
+              f"errors {row.get('errors', 0)}", flush=True)
+
+    def meta_of(url):
+        return _json.loads(urllib.request.urlopen(url + "/v2/models/trivial", timeout=30).read())
+
+    # in process: inferx-bench, closed loop, the same Service options
+    for c in concurrency:
+        r = _bench(trivial, "cpu", ["--instances", str(instances), "--concurrency", str(c), "--duration",
+                                    str(duration)])
+        record("in process (inferx-bench)", "Python call", 1, {k: r[k] for k in ("throughput_rps", "p50_ms", "p99_ms")}
+               | {"concurrency": c, "errors": r["errors"], "client": f"{c} threads in the server process"})
+    # the previous server, one process
+    root = _old_server_package(old_rev)
+    runner = OLD_RUNNER.format(root=root, artifact=trivial, instances=instances)
+    proc, m = _start([sys.executable, "-c", runner], r"serving trivial on (http://\S+)$")
+    try:
+        url = m.group(1)
+        body, headers = http_load._request(meta_of(url), 1, seed=0, binary=False)
+        for c in concurrency:
+            record(f"previous server ({old_rev})", "HTTP JSON", 1,
+                   http_load.wrk(url, "/v2/models/trivial/infer", body, headers, c, duration))
+    finally:
+        _stop(proc)
+    # inferx-serve, HTTP and gRPC, at each worker count
+    for n in workers:
+        cmd = [sys.executable, "-c", "import sys; sys.path.pop(0); from inferx_compiler.cli.serve import main; "
+               "sys.exit(main())", trivial, "--name", "trivial", "--port", "0", "--grpc-port", "0",
+               "--instances", str(instances), "--workers", str(n)]
+        proc, m = _start(cmd, r"serving trivial on (http://\S+) and grpc://(\S+?)( \(\d+ workers\))?$")
+        try:
+            url, address = m.group(1), m.group(2)
+            meta = meta_of(url)
+            body, headers = http_load._request(meta, 1, seed=0, binary=False)
+            for c in concurrency:
+                record("inferx-serve", "HTTP JSON", n, http_load.wrk(url, "/v2/models/trivial/infer", body, headers,
+                                                                     c, duration))
+            body, headers = http_load._request(meta, 1, seed=0, binary=True)
+            record("inferx-serve", "HTTP binary", n, http_load.wrk(url, "/v2/models/trivial/infer", body, headers,
+                                                                   concurrency[len(concurrency) // 2], duration))
+            grpc_body = http_load.grpc_body(meta, "trivial", 1)
+            for c in concurrency:
+                before = http_load._batch_figures(url)
+                r = http_load.h2load_grpc(address, grpc_body, c, duration)
+                after = http_load._batch_figures(url)
+                r["server_ok_requests"] = after["ok"] - before["ok"]  # gRPC failures show here, not in h2load
+                r["errors"] += max(0, r["requests"] - r["server_ok_requests"])
+                record("inferx-serve", "gRPC", n, r)
+        finally:
+            _stop(proc)
+    return {"rows": rows, "duration_s": duration, "instances": instances, "old_rev": old_rev,
+            "cpus": os.cpu_count(), "cpu_model": _cpu_model()}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def front_ends_markdown(doc: dict) -> str:
+    lines = ["| server | protocol | workers | concurrency | requests/s | p50 (ms) | p99 (ms) | errors | client |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in doc["rows"]:
+        lines.append(f"| {r['server']} | {r['protocol']} | {r['workers']} | {r['concurrency']} | "
+                     f"{r['throughput_rps']:,.0f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r.get('errors', 0)} | "
+                     f"{r.get('client', '')} |")
+    lines.append("")
+    lines.append(f"{doc['cpus']} CPUs ({doc['cpu_model']}), clients on the same machine; {doc['duration_s']:g} s "
+                 f"per point after a 1 s warm-up; trivial model (y = x + 1 on [batch, 4]), single-row requests, "
+                 f"--instances {doc['instances']}, batching from the artifact's defaults.")
+    return "\n".join(lines)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("artifacts", nargs="*")
@@ -333,9 +495,28 @@ def main() -> int:
     p.add_argument("--redo", default=None, metavar="JSON",
                    help="only recompute the saturation point and rewrite serving_DEVICE.md/.png beside an "
                         "existing serving_DEVICE.json (measurements untouched)")
+    p.add_argument("--front-ends", action="store_true",
+                   help="measure the HTTP and gRPC front ends, in process and the previous server instead")
+    p.add_argument("--workers", default="1,2", help="--front-ends: inferx-serve worker counts")
+    p.add_argument("--concurrency", default="16,64,256", help="--front-ends: requests in flight")
+    p.add_argument("--old-rev", default="1016ad7", help="--front-ends: the git revision of the previous server")
     args = p.parse_args()
     if args.redo:
         return redo(args.redo)
+    if args.front_ends:
+        trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
+        doc = front_end_figures(trivial, [int(n) for n in args.workers.split(",")],
+                                [int(c) for c in args.concurrency.split(",")], args.duration, args.old_rev,
+                                args.instances or 1)
+        md = front_ends_markdown(doc)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "front_ends.json"), "w") as f:
+                json.dump(doc, f, indent=1)
+            with open(os.path.join(args.out, "front_ends.md"), "w") as f:
+                f.write(md + "\n")
+        print(md)
+        return 0
     if not args.artifacts:
         p.error("give the artifacts to measure (or --redo JSON)")
     if args.cpu_workers is not None:

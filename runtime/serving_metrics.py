@@ -1,0 +1,140 @@
+"""The server's Prometheus metrics, through prometheus_client (its multiprocess mode when
+several worker processes share the ports).
+
+    inference_latency_seconds{model, model_version, input_length_bin}   histogram: request received ->
+                                                                        answer ready, successful requests
+    inference_queue_delay_seconds{model, model_version}                 histogram: queued -> batch formed
+    inference_batch_size{model, model_version}                          histogram: request rows per batch run
+    inference_requests_total{model, model_version, status}              counter: every infer request,
+                                                                        by HTTP status code ("200", "400",
+                                                                        ...; gRPC: the equivalent code)
+    inference_in_flight{model}                                          gauge: infer requests being served
+
+Requests for a model (or version) the server does not have count under model="" (or
+model_version=""), so a client cannot grow the label set. `input_length_bin` is tiny (1-128
+elements), small (129-512), large (513-2048) or xlarge (above), of the request's length as
+`ModelVersion.request_length` defines it (the sequence dim; see repository.py).
+
+Multiprocess mode: PROMETHEUS_MULTIPROC_DIR must be set before prometheus_client is imported
+(the CLI sets it before starting the workers); every worker writes its own files there, any
+worker's /metrics reads them all, the parent calls `mark_process_dead` for each worker that
+ends and removes the directory.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+                   10.0)
+QUEUE_DELAY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
+                       1.0, 5.0)
+BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BIN_EDGES = ((128, "tiny"), (512, "small"), (2048, "large"))
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+try:  # one rule for the server and the heatmap tool, where that tool is installed
+    from inferx_compiler.heatmap import input_length_bin  # type: ignore
+except Exception:  # noqa: BLE001 - not there (yet): the same rule, here
+    def input_length_bin(n: int) -> str:
+        """tiny 1-128, small 129-512, large 513-2048, xlarge above (0 counts as tiny)."""
+        for edge, name in BIN_EDGES:
+            if n <= edge:
+                return name
+        return "xlarge"
+
+
+class ServingMetrics:
+    """The five families, in their own registry (several servers may live in one process,
+    as in tests), or in prometheus_client's multiprocess files (`multiprocess=True`)."""
+
+    def __init__(self, multiprocess: bool = False):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        try:
+            from prometheus_client import disable_created_metrics
+
+            disable_created_metrics()  # no *_created series: counters and histograms only
+        except ImportError:  # older prometheus_client
+            pass
+        self.multiprocess = multiprocess
+        if multiprocess and not os.environ.get(MULTIPROC_ENV):
+            raise RuntimeError(f"multiprocess metrics need {MULTIPROC_ENV} set before prometheus_client is imported")
+        # multiprocess: the values go to files, a scrape collects them into a fresh registry
+        self.registry = None if multiprocess else CollectorRegistry(auto_describe=True)
+        reg = {"registry": self.registry}
+        self.latency = Histogram("inference_latency_seconds",
+                                 "Time from receiving an inference request to its answer being ready "
+                                 "(successful requests).", ("model", "model_version", "input_length_bin"),
+                                 buckets=LATENCY_BUCKETS, **reg)
+        self.queue_delay = Histogram("inference_queue_delay_seconds",
+                                     "Time a request waited in the batch queue before its batch was formed.",
+                                     ("model", "model_version"), buckets=QUEUE_DELAY_BUCKETS, **reg)
+        self.batch_size = Histogram("inference_batch_size", "Request rows per batch run.",
+                                    ("model", "model_version"), buckets=BATCH_SIZE_BUCKETS, **reg)
+        self.requests = Counter("inference_requests", "Inference requests answered, by HTTP status code "
+                                "(gRPC: the equivalent HTTP code).", ("model", "model_version", "status"), **reg)
+        gauge_kw = {"multiprocess_mode": "livesum"} if multiprocess else {}
+        self.in_flight = Gauge("inference_in_flight", "Inference requests being served.", ("model",),
+                               **gauge_kw, **reg)
+        self._children: dict = {}
+        self._lock = threading.Lock()
+
+    # -- children cached by label values: a labels() lookup costs more than the update -------
+    def _child(self, metric, *values):
+        key = (id(metric),) + values
+        child = self._children.get(key)
+        if child is None:
+            with self._lock:
+                child = self._children.get(key)
+                if child is None:
+                    child = self._children[key] = metric.labels(*values)
+        return child
+
+    def request_started(self, model: str) -> None:
+        self._child(self.in_flight, model).inc()
+
+    def request_finished(self, model: str) -> None:
+        self._child(self.in_flight, model).dec()
+
+    def observe_request(self, model: str, version: str, status: int, seconds: Optional[float],
+                        length_bin: Optional[str]) -> None:
+        self._child(self.requests, model, version, str(status)).inc()
+        if status == 200 and seconds is not None and length_bin is not None:
+            self._child(self.latency, model, version, length_bin).observe(seconds)
+
+    def batch_observer(self, model: str, version: str):
+        """A `DynamicBatcher.batch_observer`: batch size and each request's queue delay."""
+        size = self._child(self.batch_size, model, version)
+        delay = self._child(self.queue_delay, model, version)
+
+        def observe(batch, now: float) -> None:
+            try:
+                size.observe(batch.rows)
+                for r in batch.requests:
+                    delay.observe(max(0.0, now - r.enqueued))
+            except Exception:  # noqa: BLE001 - metrics never fail a batch
+                pass
+
+        return observe
+
+    def render(self) -> tuple[bytes, str]:
+        """The /metrics body (text format 0.0.4) and its content type."""
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+        if self.multiprocess:
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def mark_process_dead(pid: int) -> None:
+    """A worker ended: drop its live gauge files (multiprocess mode)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid)
