@@ -72,10 +72,29 @@ def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, l
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"),
                                      input_shapes=dict(options.input_shapes))
+    dynamic_images = onnx_frontend.dynamic_spatial_nodes(prepared) if target.executable else []
+    if dynamic_images:
+        log.warn(f"{len(dynamic_images)} convolution/pool node(s) see dynamic image sizes "
+                 f"({', '.join(dynamic_images[:3])}{', ...' if len(dynamic_images) > 3 else ''}); IREE 3.13 fails "
+                 f"on some such forms: if the build fails there, fix the size with --input-shape")
     try:
         return _compile_prepared(prepared, options, target, log)
     except PipelineError as e:  # name the ONNX nodes, whichever stage failed
-        raise attribute_failure(e, prepared.nodes) from None
+        raise _with_shape_hint(attribute_failure(e, prepared.nodes), dynamic_images, prepared) from None
+
+
+def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
+    """A failure at nodes over dynamic image sizes says how to route around it."""
+    failing = {n["name"] for n in getattr(error, "nodes", [])}
+    if not failing & set(dynamic_images):
+        return error
+    example = ", ".join(f"--input-shape {s.name}={','.join(str(d) if isinstance(d, int) else 'N' for d in s.shape)}"
+                        for s in prepared.inputs)
+    hinted = PipelineError(f"{error.detail}\nhint: the failing node(s) work on dynamic image sizes, which IREE 3.13 "
+                           f"cannot always compile; build with the sizes fixed: {example} (N: your size)",
+                           error.reproducer, error.location_names, error.stage, error.messages)
+    hinted.nodes, hinted.unlowered = error.nodes, getattr(error, "unlowered", {})
+    return hinted
 
 
 def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:

@@ -136,8 +136,9 @@ def lower_to_linalg(module_op, pipeline: str, log: BuildLog, prepared: PreparedM
     except PipelineError as e:
         if prepared is None:
             raise
-        e.unlowered = unlowered_ops(module_op)
-        e.location_names += list(e.unlowered)
+        if any("failed to legalize" in m for m in e.messages):  # a legality failure: list every op left
+            e.unlowered = unlowered_ops(module_op)
+            e.location_names += list(e.unlowered)
         raise attribute_failure(e, prepared.nodes, "could not be lowered to linalg") from None
     log.step("lowered the torch dialect to linalg on tensors")
 

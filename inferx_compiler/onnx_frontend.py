@@ -161,7 +161,8 @@ def specialize(prepared: PreparedModel, dims: dict[str, int]) -> onnx.ModelProto
 
 
 # dim_param spellings that mean "unknown", not a name shared between dims ("?" from some
-# exporters, "None"/"-1" from others): each such dim is its own symbol.
+# exporters, "None"/"-1" from others; PaddlePaddle's exporter writes dim_value -1): each such
+# dim is its own symbol.
 _PLACEHOLDER_DIM_PARAMS = {"?", "-1", "None", "none", "null", "dynamic"}
 
 
@@ -172,7 +173,7 @@ def _name_unnamed_dims(model: onnx.ModelProto) -> None:
     names ("?", "None", ...) count as unnamed."""
     for vi in model.graph.input:
         for k, d in enumerate(vi.type.tensor_type.shape.dim):
-            if d.HasField("dim_value"):  # a size 0 is a size
+            if d.HasField("dim_value") and d.dim_value >= 0:  # a size 0 is a size; -1 is "dynamic"
                 continue
             if not d.dim_param or d.dim_param.strip() in _PLACEHOLDER_DIM_PARAMS:
                 d.dim_param = f"{vi.name}_dim{k}"
@@ -314,6 +315,23 @@ def _interface(model: onnx.ModelProto, weight_names: set[str]) -> tuple[list, li
 def _node_index(model: onnx.ModelProto) -> dict[str, dict]:
     return {n.name: {"name": n.name, "op_type": n.op_type, "domain": n.domain,
                      "opset": _opset_for(model, n.domain)} for n in model.graph.node}
+
+
+_SPATIAL_OPS = ("Conv", "ConvTranspose", "MaxPool", "AveragePool")
+
+
+def dynamic_spatial_nodes(prepared: PreparedModel) -> list[str]:
+    """Convolutions and pools whose input has a dynamic spatial dim (after shape inference):
+    what IREE 3.13's code generation fails on in some forms, and what --input-shape fixes."""
+    graph = prepared.proto.graph
+    shapes = {vi.name: vi.type.tensor_type.shape for vi in
+              list(graph.input) + list(graph.value_info) + list(graph.output)}
+    found = []
+    for n in graph.node:
+        shape = shapes.get(n.input[0]) if n.op_type in _SPATIAL_OPS and n.input else None
+        if shape is not None and any(not d.HasField("dim_value") for d in list(shape.dim)[2:]):
+            found.append(n.name)
+    return found
 
 
 def uses_float64(prepared: PreparedModel) -> bool:
