@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
+from .onnx_rewrites import inline_known_ifs
 from .tensor_spec import TensorSpec
 
 # The opset below which we upgrade before import: torch-mlir's importer misses
@@ -82,10 +83,21 @@ def fix_input_shapes(model: onnx.ModelProto, shapes: dict, name: str = "model") 
             raise ModelLoadError(f"--input-shape {input_name}: {len(shape)} dims given, but input "
                                  f"'{input_name}' has rank {len(dims)} {declared.format_shape()}")
         for k, (d, size) in enumerate(zip(dims, shape)):
-            if d.HasField("dim_value") and d.dim_value != size:
+            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != size:  # -1: dynamic
                 raise ModelLoadError(f"--input-shape {input_name}: dim {k} of '{input_name}' is {d.dim_value} "
                                      f"in the model {declared.format_shape()}, not {size}")
             d.dim_value = size
+    _forget_derived_shapes(model.graph)
+
+
+def _forget_derived_shapes(graph) -> None:
+    """After inputs change shape, the shapes the exporter declared for intermediate values and
+    the outputs' dynamic dims are stale: shape inference derives them again."""
+    del graph.value_info[:]
+    for vi in graph.output:
+        for d in vi.type.tensor_type.shape.dim:
+            if not (d.HasField("dim_value") and d.dim_value >= 0):
+                d.Clear()
 
 
 def declared_inputs(path: str) -> list[TensorSpec]:
@@ -127,6 +139,10 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
         fix_input_shapes(model, input_shapes, name)
         log.step("fixed input shapes: " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items()))
     name_nodes(model)
+    inlined = inline_known_ifs(model)
+    if inlined:
+        name_nodes(model)
+        log.step(f"inlined {len(inlined)} If node(s) whose conditions are known at compile time")
     _reject_foreign_domains(model)
     weights = _lift_weights(model) if externalize_weights else {}
     if weights:

@@ -1,0 +1,153 @@
+"""ONNX-level rewrites before import, where torch-mlir lacks a lowering.
+
+`inline_known_ifs`: an `If` whose condition is known at compile time (computed from constants
+and static shapes, e.g. `If(Equal(Shape(x)[1], 1))` as exporters write for optional squeezes)
+is replaced by the nodes of the branch it takes, so that only data-dependent control flow
+reaches torch-mlir (whose onnx-to-torch leaves some nested `If`s illegal). The branch's nodes
+keep their names (diagnostics still point at them); its outputs reach the `If`'s outputs
+through Identity nodes. Conditions computed from shapes inside a data-dependent branch are
+known only where onnx's shape inference makes those shapes static there (not yet the case for
+Silero VAD's decoder).
+
+The constant evaluation covers the small integer/bool computations that feed conditions
+(Shape, Gather, Slice, Equal, Cast, Not, arithmetic...), through onnx's reference
+implementation, on tensors of at most `MAX_FOLD_ELEMENTS` elements.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+MAX_FOLD_ELEMENTS = 4096
+_FOLDABLE = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor",
+             "Cast", "Gather", "Slice", "Concat", "Squeeze", "Unsqueeze", "Reshape", "Add", "Sub", "Mul",
+             "Div", "Mod", "Neg", "Abs", "Min", "Max", "Size", "ConstantOfShape", "Range", "Identity",
+             "ReduceProd", "ReduceSum", "Where", "Expand", "Flatten"}
+
+
+def inline_known_ifs(model: onnx.ModelProto) -> list[str]:
+    """Inline every If whose condition is known; returns the names of the Ifs inlined."""
+    if not _has_if(model.graph):
+        return []
+    shapes = _static_shapes(model)
+    opset = _default_opset(model)
+    inlined: list[str] = []
+    _inline_in_graph(model.graph, {}, shapes, opset, inlined)
+    return inlined
+
+
+def _has_if(graph: onnx.GraphProto) -> bool:
+    return any(n.op_type == "If" or any(a.type == onnx.AttributeProto.GRAPH and _has_if(a.g) for a in n.attribute)
+               for n in graph.node)
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    return next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")), 17)
+
+
+def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Every value with a fully static shape, subgraphs included, after shape inference."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:
+        inferred = model
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def collect(graph):
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            dims = vi.type.tensor_type.shape.dim
+            if vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+                shapes[vi.name] = tuple(d.dim_value for d in dims)
+        for n in graph.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    collect(a.g)
+
+    collect(inferred.graph)
+    return shapes
+
+
+def _inline_in_graph(graph: onnx.GraphProto, outer: dict, shapes: dict, opset: int, inlined: list) -> None:
+    known = dict(outer)
+    known.update({i.name: numpy_helper.to_array(i) for i in graph.initializer})
+    nodes = list(graph.node)
+    out: list[onnx.NodeProto] = []
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        i += 1
+        cond = known.get(node.input[0]) if node.op_type == "If" and node.input else None
+        if cond is not None and cond.size == 1:
+            branch = _attribute_graph(node, "then_branch" if bool(cond.reshape(())) else "else_branch")
+            nodes[i:i] = _branch_nodes(branch, node, graph)  # evaluated next, in order
+            inlined.append(node.name)
+            continue
+        if node.op_type == "If":
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    _inline_in_graph(a.g, known, shapes, opset, inlined)
+        _fold(node, known, shapes, opset)
+        out.append(node)
+    del graph.node[:]
+    graph.node.extend(out)
+
+
+def _attribute_graph(node: onnx.NodeProto, name: str) -> onnx.GraphProto:
+    return next(a.g for a in node.attribute if a.name == name)
+
+
+def _branch_nodes(branch: onnx.GraphProto, node: onnx.NodeProto, parent: onnx.GraphProto) -> list:
+    """The branch's nodes, then an Identity per output onto the If's output names."""
+    parent.initializer.extend(branch.initializer)
+    copies = [onnx.NodeProto.FromString(n.SerializeToString()) for n in branch.node]
+    for k, (src, dst) in enumerate(zip(branch.output, node.output)):
+        if dst:
+            copies.append(onnx.helper.make_node("Identity", [src.name], [dst], name=f"{node.name}/out{k}"))
+    return copies
+
+
+def _fold(node: onnx.NodeProto, known: dict, shapes: dict, opset: int) -> None:
+    """Record the node's outputs in `known` when they can be computed now."""
+    value = _constant_value(node, known, shapes, opset)
+    if value is not None:
+        for name, v in zip(node.output, value):
+            if name and v is not None and np.asarray(v).size <= MAX_FOLD_ELEMENTS:
+                known[name] = np.asarray(v)
+
+
+def _constant_value(node: onnx.NodeProto, known: dict, shapes: dict, opset: int) -> Optional[list]:
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Constant":
+        return _run(node, {}, opset)
+    if node.op_type == "Shape" and node.input[0] in shapes:
+        attrs = {a.name: a.i for a in node.attribute}
+        dims = shapes[node.input[0]]
+        return [np.array(dims[attrs.get("start", 0):attrs.get("end", len(dims))], np.int64)]
+    if node.op_type == "Size" and node.input[0] in shapes:
+        return [np.array(int(np.prod(shapes[node.input[0]])), np.int64)]
+    inputs = [t for t in node.input if t]
+    if node.op_type in _FOLDABLE and inputs and all(t in known for t in inputs):
+        if all(np.asarray(known[t]).size <= MAX_FOLD_ELEMENTS for t in inputs):
+            return _run(node, known, opset)
+    return None
+
+
+def _run(node: onnx.NodeProto, known: dict, opset: int) -> Optional[list]:
+    """One node through onnx's reference implementation; None when it cannot run."""
+    from onnx.reference import ReferenceEvaluator
+
+    feeds = {t: known[t] for t in node.input if t}
+    try:
+        graph = onnx.helper.make_graph(
+            [node], "fold", [onnx.helper.make_tensor_value_info(t, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                             for t, v in feeds.items()],
+            [onnx.helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o])
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        return list(ReferenceEvaluator(model).run(None, feeds))
+    except Exception:
+        return None
