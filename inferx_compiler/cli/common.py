@@ -53,6 +53,12 @@ def options_namespace(params: dict) -> SimpleNamespace:
     return SimpleNamespace(**{k: list(v) if isinstance(v, tuple) else v for k, v in params.items()})
 
 
+def run_with_options(params: dict, work: Callable) -> int:
+    """A command's usual body: its parameters as a namespace, handed to `work` under run_cli."""
+    args = options_namespace(params)
+    return run_cli(lambda: work(args), args.debug)
+
+
 def existing_file(ctx, param, value):
     """click callback: the path names a readable file (error: 'PATH: no such file')."""
     for path in (value if isinstance(value, tuple) else (value,)):

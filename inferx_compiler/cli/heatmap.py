@@ -11,8 +11,7 @@ import sys
 
 import click
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
-
+from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
 HELP = """Draw a latency heatmap: the P95 (--quantile) per model version (rows) and input-length bin
 (columns: tiny 1-128, small 129-512, large 513-2048, xlarge >2048 elements along the sequence
 dim), with each cell annotated in ms and empty cells shown as n/a; the same table is printed.
@@ -44,8 +43,7 @@ Examples:
 @click.option("--title", metavar="TEXT", help="title of the chart (default names the quantile and the model)")
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
-    args = options_namespace(params)
-    return run_cli(lambda: _work(args), args.debug)
+    return run_with_options(params, _work)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ from inferx_compiler.errors import InferXError
 from inferx_compiler.mlir_contexts import GRAPH, IREE, bindings, new_context
 from inferx_compiler.passes.remarks import collecting
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
 from .diagnostics import DiagnosticCollector, check_expected_diagnostics
 
 SPLIT_MARKER = "// -----"
@@ -43,8 +43,7 @@ Examples:
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
     """Run inferx and MLIR passes on .mlir input (mlir-opt for inferx passes)."""
-    args = options_namespace(params)
-    return run_cli(lambda: _work(args), args.debug)
+    return run_with_options(params, _work)
 
 
 def main(argv: list[str] | None = None) -> int:

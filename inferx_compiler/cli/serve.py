@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import click
 
 from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, existing_path,
-                     options_namespace, run_cli)
+                     run_with_options)
 from .serving_options import service_options, serving_options
 
 HELP = """Serve .ixa artifacts over the Open Inference Protocol (KServe v2 / Triton): HTTP on
@@ -72,8 +72,7 @@ Examples:
 @serving_options
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
-    args = options_namespace(params)
-    return run_cli(lambda: _work(args), args.debug)
+    return run_with_options(params, _work)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -25,7 +24,6 @@ import pytest
 import yaml
 from packaging.version import Version
 
-from inferx_compiler.cli.common import python_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -269,41 +267,6 @@ def test_probes_use_the_health_endpoints(deployment, isvc):
         assert probes["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
 
 
-def _serve_options() -> set[str]:
-    from inferx_compiler.cli.serve import command
-
-    return {opt for p in command.params for opt in getattr(p, "opts", [])}
-
-
-@pytest.fixture(scope="module")
-def live_server(tmp_path_factory):
-    """A real `inferx-serve` (the CLI, in a child process) over a small compiled MLP."""
-    from e2e_models import mlp
-    from helpers import save
-    from inferx_compiler.cli.compile import main as compile_main
-
-    root = tmp_path_factory.mktemp("deploy_server")
-    artifact = root / "mlp.ixa"
-    assert compile_main([save(mlp(), root / "mlp.onnx"), "--target", "cpu", "-o", str(artifact), "-q"]) == 0
-    argv = [str(artifact), "--port", "0"]
-    if "--grpc-port" in _serve_options():
-        argv += ["--grpc-port", "0"]  # any free port: 8001 may be taken on a shared machine
-    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + argv,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        line = proc.stdout.readline()
-        match = re.match(r"serving \S+ on (http://127\.0\.0\.1:(\d+))", line.strip())
-        assert match, line + (proc.stderr.read() if proc.poll() is not None else "")
-        yield match.group(1), int(match.group(2))
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _status(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
@@ -312,8 +275,8 @@ def _status(url: str) -> int:
         return e.code
 
 
-def test_probe_and_scrape_paths_answer_200_on_a_real_server(live_server, deployment, isvc):
-    url, _ = live_server
+def test_probe_and_scrape_paths_answer_200_on_a_real_server(served_mlp, deployment, isvc):
+    url = served_mlp
     paths = {p["httpGet"]["path"] for c in (_container(deployment), _isvc_container(isvc))
              for p in _probes(c).values()}
     paths.add(deployment["spec"]["template"]["metadata"]["annotations"]["prometheus.io/path"])
@@ -330,10 +293,10 @@ def _healthcheck_argv(commands) -> list[str]:
     return list(healthcheck.value[1:])
 
 
-def test_dockerfile_healthcheck_runs_against_a_real_server(live_server, dockerfile):
+def test_dockerfile_healthcheck_runs_against_a_real_server(served_mlp, dockerfile):
     """The HEALTHCHECK's own command, with its port pointed at the test server: exit 0; and
     pointed at a port where nothing listens: non-zero."""
-    url, port = live_server
+    port = int(served_mlp.rsplit(":", 1)[1])
     argv = _healthcheck_argv(dockerfile)
     assert argv[:2] == ["python", "-c"]
     code = argv[2]
@@ -362,18 +325,16 @@ def _infer_once(url: str, name: str) -> int:
         return r.status
 
 
-def test_the_request_counter_the_adapter_reads_once_the_server_exports_it(live_server):
-    """The adapter rule reads inference_requests_total: when the server exports it, it is a
-    counter with the model, model_version and status labels that counts a request."""
+def test_the_request_counter_the_adapter_reads(served_mlp):
+    """The adapter rule reads inference_requests_total: a counter with the model,
+    model_version and status labels that counts a request."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    url, _ = live_server
+    url = served_mlp
     assert _infer_once(url, "mlp") == 200
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         families = {f.name: f for f in text_string_to_metric_families(r.read().decode())}
-    family = families.get(REQUESTS_COUNTER.removesuffix("_total"))
-    if family is None:
-        pytest.skip(f"this inferx-serve does not export {REQUESTS_COUNTER} yet (the serving rewrite adds it)")
+    family = families[REQUESTS_COUNTER.removesuffix("_total")]
     assert family.type == "counter"
     samples = [s for s in family.samples if s.name == REQUESTS_COUNTER]
     assert samples, f"{REQUESTS_COUNTER} has no sample after a request"
@@ -421,13 +382,13 @@ def test_ports_agree_across_dockerfile_deployment_service_and_kserve(dockerfile,
 
 
 def test_entrypoint_flags_are_inferx_serve_options(dockerfile, isvc):
-    options = _serve_options()
+    from inferx_compiler.cli.serve import command
+
+    options = {opt for p in command.params for opt in getattr(p, "opts", [])}
     argv = _entrypoint(dockerfile)
     kserve = _isvc_container(isvc)
     flags = {a for a in argv[1:] + kserve["args"] if a.startswith("--")}
     assert flags == {"--model-repository", "--host", "--port", "--grpc-port"}
-    if "--model-repository" not in options:
-        pytest.skip("this inferx-serve has no --model-repository/--grpc-port yet (the serving rewrite adds them)")
     assert flags <= options
 
 
