@@ -155,7 +155,10 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
         if default_opset(model) != opset:
             upgraded_from, opset = opset, default_opset(model)
     _name_unnamed_dims(model)
+    declared = _take_output_shapes(model)
     model = _infer_shapes(model, name)
+    for message in _reconcile_output_shapes(model, declared):
+        log.warn(message)
     _name_computed_dims(model)
     inputs, outputs = _interface(model, set(weights))
     return PreparedModel(model, name, sha256, inputs, outputs, weights, opset, upgraded_from,
@@ -193,6 +196,49 @@ def _name_unnamed_dims(model: onnx.ModelProto) -> None:
                 continue
             if not d.dim_param or d.dim_param.strip() in _PLACEHOLDER_DIM_PARAMS:
                 d.dim_param = f"{vi.name}_dim{k}"
+
+
+def _take_output_shapes(model: onnx.ModelProto) -> dict:
+    """Remove the graph outputs' declared shapes (returned by name) so that shape inference
+    derives them from the graph: exporters leave stale ones (PaddlePaddle's [-1, 25, 6625]
+    for an output that is [1, 80, 6625]; a rank-2 declaration of a rank-3 output)."""
+    declared = {}
+    for vi in model.graph.output:
+        tt = vi.type.tensor_type
+        if tt.HasField("shape"):
+            declared[vi.name] = onnx.TensorShapeProto.FromString(tt.shape.SerializeToString())
+            tt.ClearField("shape")
+    return declared
+
+
+def _reconcile_output_shapes(model: onnx.ModelProto, declared: dict) -> list[str]:
+    """Put the declared output shapes back where inference found none, and their dim names
+    where inference has no name for a dim; where the two disagree, inference wins and the
+    returned messages say so."""
+    messages = []
+    for vi in model.graph.output:
+        old = declared.get(vi.name)
+        tt = vi.type.tensor_type
+        if old is None:
+            continue
+        if not tt.HasField("shape"):
+            tt.shape.CopyFrom(old)
+            continue
+        if len(tt.shape.dim) != len(old.dim) or any(
+                a.HasField("dim_value") and b.HasField("dim_value") and b.dim_value >= 0 and a.dim_value != b.dim_value
+                for a, b in zip(tt.shape.dim, old.dim)):
+            messages.append(f"output '{vi.name}' is declared {_format_dims(old)} but the graph computes "
+                            f"{_format_dims(tt.shape)}; using the computed shape")
+            continue
+        for a, b in zip(tt.shape.dim, old.dim):
+            if not a.HasField("dim_value") and (not a.dim_param or a.dim_param.startswith("unk__")) and b.dim_param:
+                a.dim_param = b.dim_param
+    return messages
+
+
+def _format_dims(shape) -> str:
+    return "[" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?")
+                           for d in shape.dim) + "]"
 
 
 def _name_computed_dims(model: onnx.ModelProto) -> None:
