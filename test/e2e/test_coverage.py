@@ -121,3 +121,34 @@ def test_an_if_on_unknown_data_is_kept():
     assert equal.op_type == "Equal"
     equal.input[1] = "flag_as_int"  # the inner condition now reads a runtime value
     assert inline_known_ifs(model) == []
+
+
+def test_a_stale_declared_output_shape_is_replaced_by_the_computed_one(tmp_path):
+    """Exporters leave wrong output declarations (PP-OCRv2's [-1, 25, 6625] for [1, 80, 6625],
+    ddddocr's rank 2 for rank 3); onnxruntime ignores them, the build derives the real shape."""
+    model = _model([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[1, 0, 2])],
+                   [helper.make_tensor_value_info("x", F, [2, 3, 4])],
+                   [helper.make_tensor_value_info("y", F, [1, 99])])
+    path = save(model, tmp_path / "stale.onnx")
+    out = tmp_path / "stale.ixa"
+    proc = subprocess.run(python_entry("inferx_compiler.cli.compile") + [path, "--target", "cpu", "-o", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "output 'y' is declared [1, 99] but the graph computes [3, 2, 4]" in proc.stderr
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    got = inferx_compiler.load(str(out)).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, x.transpose(1, 0, 2))
+
+
+def test_minus_one_dims_are_dynamic(tmp_path):
+    """PaddlePaddle's exporter writes dim_value -1 for a dynamic dim."""
+    model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")],
+                   [helper.make_tensor_value_info("x", F, [-1, 4])], [helper.make_tensor_value_info("y", F, [-1, 4])])
+    path = save(model, tmp_path / "paddle.onnx")
+    out = tmp_path / "paddle.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    session = inferx_compiler.load(str(out))
+    assert isinstance(session.inputs[0].shape[0], str)
+    for rows in (1, 5):
+        x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
+        np.testing.assert_array_equal(session.run({"x": x})["y"], np.maximum(x, 0))
