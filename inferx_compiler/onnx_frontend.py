@@ -21,7 +21,7 @@ from onnx import numpy_helper
 
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
-from .onnx_rewrites import inline_known_ifs
+from .onnx_rewrites import fold_shape_computations, inline_known_ifs, trim_unused_conv_padding
 from .tensor_spec import TensorSpec
 
 # The opset below which we upgrade before import: torch-mlir's importer misses
@@ -143,6 +143,12 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     if inlined:
         name_nodes(model)
         log.step(f"inlined {len(inlined)} If node(s) whose conditions are known at compile time")
+    folded = fold_shape_computations(model)
+    if folded:
+        log.step(f"folded {len(folded)} shape computation node(s) to constants")
+    trimmed = trim_unused_conv_padding(model)
+    if trimmed:
+        log.step(f"dropped padding no window reads from {len(trimmed)} strided convolution(s)")
     _reject_foreign_domains(model)
     weights = _lift_weights(model) if externalize_weights else {}
     if weights:

@@ -40,6 +40,79 @@ def inline_known_ifs(model: onnx.ModelProto) -> list[str]:
     return inlined
 
 
+def fold_shape_computations(model: onnx.ModelProto) -> list[str]:
+    """Replace top-level nodes whose integer or bool outputs are known at compile time (shape
+    arithmetic: Shape -> Gather -> Concat -> a Pad's pads or a Reshape's shape) by Constant
+    nodes, so that lowerings see constant operands instead of computations over dynamic
+    values (torch-mlir and IREE mis-size some Pads and Reshapes fed by them). Returns the names
+    of the nodes folded. Float computations are left alone."""
+    shapes = _static_shapes(model)
+    opset = _default_opset(model)
+    graph = model.graph
+    known = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    folded, out = [], []
+    for node in graph.node:
+        value = _constant_value(node, known, shapes, opset) if node.op_type != "Constant" else None
+        if value is not None and _shape_like(value) and len(value) == len(node.output):
+            out += [onnx.helper.make_node("Constant", [], [name], name=f"{node.name}/folded{k}" if k else node.name,
+                                          value=numpy_helper.from_array(np.asarray(v), name))
+                    for k, (name, v) in enumerate(zip(node.output, value))]
+            folded.append(node.name)
+        else:
+            out.append(node)
+        _fold(node, known, shapes, opset)
+    del graph.node[:]
+    graph.node.extend(out)
+    return folded
+
+
+def trim_unused_conv_padding(model: onnx.ModelProto) -> list[str]:
+    """Drop trailing padding a strided Conv never reads. With input size n, pads (b, e), kernel
+    extent k and stride s, the last (n + b + e - k) % s padded elements fall outside every
+    window; IREE 3.13 fuses the pad into the convolution and its verifier then rejects the
+    operand ("inferred ... dimension #2 to be 4, but found 3"). Ending the padding earlier
+    computes the same values. Needs the spatial sizes static (the batch may be dynamic);
+    returns the nodes rewritten."""
+    shapes = _inferred_shapes(model)
+    rewritten = []
+    for node in model.graph.node:
+        shape = shapes.get(node.input[0]) if node.op_type == "Conv" else None
+        if shape is None or len(shape) < 3 or None in shape[2:]:
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if "auto_pad" in attrs and attrs["auto_pad"].s not in (b"", b"NOTSET"):
+            continue
+        spatial = shape[2:]
+        pads = list(attrs["pads"].ints) if "pads" in attrs else [0] * (2 * len(spatial))
+        kernel = _kernel_shape(node, attrs, shapes)
+        if kernel is None or len(kernel) != len(spatial):
+            continue
+        strides = list(attrs["strides"].ints) if "strides" in attrs else [1] * len(spatial)
+        dilations = list(attrs["dilations"].ints) if "dilations" in attrs else [1] * len(spatial)
+        trimmed = list(pads)
+        for i, n in enumerate(spatial):
+            extent = (kernel[i] - 1) * dilations[i] + 1
+            unused = (n + pads[i] + pads[i + len(spatial)] - extent) % strides[i]
+            trimmed[i + len(spatial)] -= min(unused, pads[i + len(spatial)])
+        if trimmed != pads:
+            node.attribute.remove(attrs["pads"]) if "pads" in attrs else None
+            node.attribute.append(onnx.helper.make_attribute("pads", trimmed))
+            rewritten.append(node.name)
+    return rewritten
+
+
+def _kernel_shape(node: onnx.NodeProto, attrs: dict, shapes: dict):
+    if "kernel_shape" in attrs:
+        return list(attrs["kernel_shape"].ints)
+    weight = shapes.get(node.input[1]) if len(node.input) > 1 else None
+    return list(weight[2:]) if weight and None not in weight[2:] else None
+
+
+def _shape_like(values: list) -> bool:
+    return all(v is not None and np.asarray(v).dtype.kind in "iub" and np.asarray(v).size <= MAX_FOLD_ELEMENTS
+               for v in values)
+
+
 def _has_if(graph: onnx.GraphProto) -> bool:
     return any(n.op_type == "If" or any(a.type == onnx.AttributeProto.GRAPH and _has_if(a.g) for a in n.attribute)
                for n in graph.node)
@@ -51,17 +124,23 @@ def _default_opset(model: onnx.ModelProto) -> int:
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Every value with a fully static shape, subgraphs included, after shape inference."""
+    return {name: dims for name, dims in _inferred_shapes(model).items() if None not in dims}
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple]:
+    """Every value's shape after shape inference, subgraphs included; None for a dim not
+    known statically."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:
         inferred = model
-    shapes: dict[str, tuple[int, ...]] = {}
+    shapes: dict[str, tuple] = {}
 
     def collect(graph):
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
-            dims = vi.type.tensor_type.shape.dim
-            if vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
-                shapes[vi.name] = tuple(d.dim_value for d in dims)
+            if vi.type.tensor_type.HasField("shape"):
+                shapes[vi.name] = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                                        for d in vi.type.tensor_type.shape.dim)
         for n in graph.node:
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:

@@ -152,3 +152,26 @@ def test_minus_one_dims_are_dynamic(tmp_path):
     for rows in (1, 5):
         x = np.random.default_rng(rows).standard_normal((rows, 4)).astype(np.float32)
         np.testing.assert_array_equal(session.run({"x": x})["y"], np.maximum(x, 0))
+
+
+def test_strided_conv_padding_no_window_reads_is_dropped(tmp_path):
+    """Conv1d of length 2, kernel 3, pads (1, 1), stride 2: the last padded element is never
+    read, and IREE 3.13 rejected the fused pad ("... to be 4, but found 3"; Silero VAD's
+    encoder). The rewrite ends the padding earlier; values match onnxruntime."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4, 3)).astype(np.float32), "w")
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv_s2", pads=[1, 1], strides=[2],
+                                     kernel_shape=[3])],
+                   [helper.make_tensor_value_info("x", F, ["batch", 4, 2])],
+                   [helper.make_tensor_value_info("y", F, ["batch", 8, 1])], [w])
+    from inferx_compiler.onnx_rewrites import trim_unused_conv_padding
+
+    probe = helper.make_model(model.graph, opset_imports=model.opset_import)
+    assert trim_unused_conv_padding(probe) == ["conv_s2"]
+    assert list(next(a for a in probe.graph.node[0].attribute if a.name == "pads").ints) == [1, 0]
+    path = save(model, tmp_path / "conv.onnx")
+    out = tmp_path / "conv.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    x = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    got = inferx_compiler.load(str(out)).run({"x": x})["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(path, {"x": x})["y"], rtol=1e-5, atol=1e-5)
