@@ -21,7 +21,8 @@ from onnx import numpy_helper
 
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
-from .onnx_rewrites import fold_shape_computations, inline_known_ifs, trim_unused_conv_padding
+from .onnx_rewrites import (expand_reflect_pads, fold_shape_computations, inline_known_ifs,
+                            trim_unused_conv_padding)
 from .tensor_spec import TensorSpec
 
 # The opset below which we upgrade before import: torch-mlir's importer misses
@@ -146,6 +147,9 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     folded = fold_shape_computations(model)
     if folded:
         log.step(f"folded {len(folded)} shape computation node(s) to constants")
+    expanded = expand_reflect_pads(model)
+    if expanded:
+        log.step(f"expanded {len(expanded)} reflect/edge Pad node(s) into gathers and a concat")
     trimmed = trim_unused_conv_padding(model)
     if trimmed:
         log.step(f"dropped padding no window reads from {len(trimmed)} strided convolution(s)")

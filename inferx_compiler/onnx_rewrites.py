@@ -101,6 +101,66 @@ def trim_unused_conv_padding(model: onnx.ModelProto) -> list[str]:
     return rewritten
 
 
+def expand_reflect_pads(model: onnx.ModelProto) -> list[str]:
+    """Pad(mode=reflect|edge) with constant pads over axes of static size becomes, per padded
+    axis, Concat(Gather(x, mirrored indices), x, Gather(x, mirrored indices)): IREE 3.13's
+    lowering of a reflect pad fails in code generation ("... to be greater than or equal to
+    128, but found 113": Silero VAD's STFT framing); gathers and a concat compile. Same values."""
+    shapes = _inferred_shapes(model)
+    graph = model.graph
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node
+                      if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    rewritten, out = [], []
+    for node in graph.node:
+        replacement = _expand_pad(node, shapes, constants, graph)
+        if replacement is None:
+            out.append(node)
+        else:
+            out += replacement
+            rewritten.append(node.name)
+    del graph.node[:]
+    graph.node.extend(out)
+    return rewritten
+
+
+def _expand_pad(node: onnx.NodeProto, shapes: dict, constants: dict, graph: onnx.GraphProto):
+    mode = next((a.s.decode() for a in node.attribute if a.name == "mode"), "constant")
+    if node.op_type != "Pad" or mode not in ("reflect", "edge") or len(node.input) < 2 or len(node.input) > 3:
+        return None
+    shape, pads = shapes.get(node.input[0]), constants.get(node.input[1])
+    if shape is None or pads is None or pads.size != 2 * len(shape) or (pads < 0).any():
+        return None
+    rank, nodes, current = len(shape), [], node.input[0]
+    for axis in range(rank):
+        before, after = int(pads[axis]), int(pads[axis + rank])
+        if not before and not after:
+            continue
+        n = shape[axis]
+        if n is None or (mode == "reflect" and max(before, after) >= n):
+            return None
+        left = list(range(before, 0, -1)) if mode == "reflect" else [0] * before
+        right = list(range(n - 2, n - 2 - after, -1)) if mode == "reflect" else [n - 1] * after
+        parts = []
+        for side, indices in (("left", left), ("right", right)):
+            if not indices:
+                continue
+            idx = f"{node.name}/{side}{axis}_indices"
+            graph.initializer.append(numpy_helper.from_array(np.array(indices, np.int64), idx))
+            parts.append((side, onnx.helper.make_node("Gather", [current, idx], [f"{node.name}/{side}{axis}"],
+                                                      name=f"{node.name}/{side}{axis}", axis=axis)))
+        inputs = [p.output[0] for s_, p in parts if s_ == "left"] + [current] + \
+                 [p.output[0] for s_, p in parts if s_ == "right"]
+        result = f"{node.name}/axis{axis}"
+        nodes += [p for _, p in parts]
+        nodes.append(onnx.helper.make_node("Concat", inputs, [result], name=f"{node.name}/concat{axis}", axis=axis))
+        current = result
+    if not nodes:
+        return None
+    nodes.append(onnx.helper.make_node("Identity", [current], [node.output[0]], name=node.name))
+    return nodes
+
+
 def _kernel_shape(node: onnx.NodeProto, attrs: dict, shapes: dict):
     if "kernel_shape" in attrs:
         return list(attrs["kernel_shape"].ints)

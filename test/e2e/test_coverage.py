@@ -175,3 +175,23 @@ def test_strided_conv_padding_no_window_reads_is_dropped(tmp_path):
     x = rng.standard_normal((3, 4, 2)).astype(np.float32)
     got = inferx_compiler.load(str(out)).run({"x": x})["y"]
     np.testing.assert_allclose(got, onnxruntime_outputs(path, {"x": x})["y"], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+def test_reflect_and_edge_pads_expand_to_gathers(tmp_path, mode):
+    """A reflect Pad of 128 on a 576-long axis (Silero's STFT framing) failed in IREE 3.13's
+    code generation; as gathers and a concat it compiles, with onnxruntime's values."""
+    from inferx_compiler.onnx_rewrites import expand_reflect_pads
+
+    pads = numpy_helper.from_array(np.array([0, 128, 0, 128], np.int64), "pads")
+    model = _model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode=mode)],
+                   [helper.make_tensor_value_info("x", F, ["batch", 576])],
+                   [helper.make_tensor_value_info("y", F, ["batch", 832])], [pads])
+    probe = helper.make_model(model.graph, opset_imports=model.opset_import)
+    assert expand_reflect_pads(probe) == ["pad"] and "Pad" not in [n.op_type for n in probe.graph.node]
+    path = save(model, tmp_path / "pad.onnx")
+    out = tmp_path / "pad.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    x = np.random.default_rng(0).standard_normal((2, 576)).astype(np.float32)
+    got = inferx_compiler.load(str(out)).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, onnxruntime_outputs(path, {"x": x})["y"])
