@@ -21,8 +21,8 @@ from onnx import numpy_helper
 
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
-from .onnx_rewrites import (expand_reflect_pads, fold_shape_computations, inline_known_ifs,
-                            trim_unused_conv_padding)
+from .onnx_rewrites import (decompose_contrib_ops, expand_reflect_pads, fold_shape_computations,
+                            inline_known_ifs, trim_unused_conv_padding)
 from .tensor_spec import TensorSpec
 
 # The opset below which we upgrade before import: torch-mlir's importer misses
@@ -140,6 +140,9 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
         fix_input_shapes(model, input_shapes, name)
         log.step("fixed input shapes: " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items()))
     name_nodes(model)
+    decomposed = decompose_contrib_ops(model)
+    if decomposed:
+        log.step(f"rewrote {len(decomposed)} onnxruntime contrib op(s) in standard ONNX")
     inlined = inline_known_ifs(model)
     if inlined:
         name_nodes(model)

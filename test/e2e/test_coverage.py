@@ -195,3 +195,43 @@ def test_reflect_and_edge_pads_expand_to_gathers(tmp_path, mode):
     x = np.random.default_rng(0).standard_normal((2, 576)).astype(np.float32)
     got = inferx_compiler.load(str(out)).run({"x": x})["y"]
     np.testing.assert_array_equal(got, onnxruntime_outputs(path, {"x": x})["y"])
+
+
+def _quantized_lstm_model(seed=0, hidden=8, features=6):
+    """What onnxruntime's dynamic quantizer makes of an LSTM: com.microsoft DynamicQuantizeLSTM
+    with int8 weights laid out [dirs, input, 4*hidden], per-direction scale and zero point."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-100, 100, (1, features, 4 * hidden), dtype=np.int8)
+    r = rng.integers(-100, 100, (1, hidden, 4 * hidden), dtype=np.int8)
+    inits = [numpy_helper.from_array(w, "w_q"), numpy_helper.from_array(r, "r_q"),
+             numpy_helper.from_array((rng.standard_normal((1, 8 * hidden)) * 0.1).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([0.004], np.float32), "w_scale"),
+             numpy_helper.from_array(np.array([3], np.int8), "w_zp"),
+             numpy_helper.from_array(np.array([0.005], np.float32), "r_scale"),
+             numpy_helper.from_array(np.array([-2], np.int8), "r_zp")]
+    node = helper.make_node("DynamicQuantizeLSTM", ["x", "w_q", "r_q", "b", "", "", "", "", "w_scale", "w_zp",
+                                                    "r_scale", "r_zp"], ["y"], name="qlstm", domain="com.microsoft",
+                            hidden_size=hidden)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [5, 1, features])],
+                              [helper.make_tensor_value_info("y", F, [5, 1, 1, hidden])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+
+
+def test_dynamic_quantize_lstm_becomes_a_float_lstm(tmp_path):
+    """The contrib op is rewritten to a standard LSTM on the dequantized weights: the compiled
+    model equals onnxruntime's run of that float LSTM, and differs from onnxruntime's int8
+    kernel only by its on-the-fly activation quantization."""
+    from inferx_compiler.onnx_rewrites import decompose_contrib_ops
+
+    float_model = _quantized_lstm_model()
+    assert decompose_contrib_ops(float_model) == ["qlstm"]
+    assert [n.op_type for n in float_model.graph.node] == ["LSTM"]
+    path = save(_quantized_lstm_model(), tmp_path / "qlstm.onnx")
+    float_path = save(float_model, tmp_path / "float_lstm.onnx")
+    out = tmp_path / "qlstm.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    x = np.random.default_rng(1).standard_normal((5, 1, 6)).astype(np.float32)
+    got = inferx_compiler.load(str(out)).run({"x": x})["y"]
+    np.testing.assert_allclose(got, onnxruntime_outputs(float_path, {"x": x})["y"], rtol=1e-5, atol=1e-6)
+    quantized = onnxruntime_outputs(path, {"x": x})["y"]
+    assert np.max(np.abs(got - quantized)) / np.max(np.abs(quantized)) < 0.05
