@@ -45,7 +45,6 @@ from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClo
                           QueueFullError, RequestTimeoutError)
 from .buffers import concat_padded
 from .interpreter import tune_for_serving
-from .metrics import BucketCounts
 from .validation import validate_feeds
 
 __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
@@ -57,7 +56,6 @@ __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatc
 GatherRunner = Callable[[list, int, int, int], dict]
 
 _MAX_SIGNATURES = 256  # distinct accepted shape signatures remembered per batcher
-EXEC_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0)  # seconds
 
 
 @dataclass
@@ -71,13 +69,11 @@ class BatcherStats:
     timed_out: int = 0
     batch_histogram: Counter = field(default_factory=Counter)  # rows in a batch -> batches
     exec_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))  # recent batches' run times
-    exec_buckets: BucketCounts = field(default_factory=lambda: BucketCounts(EXEC_BUCKETS))  # every batch's
     # recent batches' service times: formed -> run -> every result handed out
     service_seconds: deque = field(default_factory=lambda: deque(maxlen=4096))
 
     def observe_exec(self, seconds: float) -> None:
         self.exec_seconds.append(seconds)
-        self.exec_buckets.observe(seconds)
 
     def exec_ms(self, percentile: float = 50) -> float:
         """A percentile of the recent batches' run times (gathering the rows and running them)."""

@@ -29,11 +29,12 @@ from collections import deque
 from typing import Callable, Optional
 
 from inferx_compiler.errors import InferXError, InputValidationError
+from inferx_compiler.heatmap import input_length_bin
 
 from .batch_queue import QueueFullError, RequestTimeoutError
 from .kserve import InferRequest, RequestError
 from .repository import ModelRepository, ModelVersion
-from .serving_metrics import ServingMetrics, input_length_bin
+from .serving_metrics import ServingMetrics
 
 # What this server implements beyond the core protocol (listed by GET /v2 and ServerMetadata).
 # model_repository: the index; load/unload are refused (models are fixed at start, as in

@@ -32,19 +32,7 @@ LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.0
 QUEUE_DELAY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5,
                        1.0, 5.0)
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
-BIN_EDGES = ((128, "tiny"), (512, "small"), (2048, "large"))
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-
-try:  # one rule for the server and the heatmap tool, where that tool is installed
-    from inferx_compiler.heatmap import input_length_bin  # type: ignore
-except Exception:  # noqa: BLE001 - not there (yet): the same rule, here
-    def input_length_bin(n: int) -> str:
-        """tiny 1-128, small 129-512, large 513-2048, xlarge above (0 counts as tiny)."""
-        for edge, name in BIN_EDGES:
-            if n <= edge:
-                return name
-        return "xlarge"
-
 
 class ServingMetrics:
     """The five families, in their own registry (several servers may live in one process,
