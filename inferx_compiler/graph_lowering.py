@@ -7,7 +7,7 @@ reported by ONNX node (name, op type, domain, opset) before anything else runs.
 from __future__ import annotations
 
 from .errors import ModelLoadError, PipelineError, UnsupportedOpsError
-from .onnx_nodes import attribute_failure
+from .onnx_nodes import attribute_failure, location_names, nodes_named
 from .dialects.inferx import PARAMETER_ATTR
 from .log import BuildLog
 from .onnx_frontend import PreparedModel
@@ -100,9 +100,9 @@ def _try_conversion(module_op):
 
 
 def _failing_node(error: PipelineError, prepared: PreparedModel):
-    cause = getattr(error, "first_location", None)
-    name = _location_name(cause) if cause is not None else ""
-    return prepared.nodes.get(name)
+    """The ONNX node the failure's first diagnostic points at, or None."""
+    nodes = nodes_named(error.location_names, prepared.nodes)
+    return nodes[0] if nodes else None
 
 
 def _rename_nodes(module_op, names: set[str]) -> None:
@@ -111,23 +111,13 @@ def _rename_nodes(module_op, names: set[str]) -> None:
     from torch_mlir import ir
 
     def visit(op):
-        if op.name == "torch.operator" and _location_name(op.location) in names:
+        if op.name == "torch.operator" and names.intersection(location_names(op.location)[:1]):
             old = ir.StringAttr(op.attributes["name"]).value
             op.attributes["name"] = ir.StringAttr.get(UNCONVERTED_PREFIX + old.removeprefix("onnx."))
         return ir.WalkResult.ADVANCE
 
     with module_op.context:
         module_op.walk(visit)
-
-
-def _location_name(loc) -> str:
-    name = getattr(loc, "name_str", None)
-    if name:
-        return name
-    text = str(loc)
-    if text.startswith('loc("') and text.endswith('")'):
-        return text[5:-2]
-    return ""
 
 
 def lower_to_linalg(module_op, pipeline: str, log: BuildLog, prepared: PreparedModel = None) -> None:
@@ -151,8 +141,6 @@ def unlowered_ops(module_op) -> dict[str, str]:
     unconverted, which name the nodes torch-to-linalg cannot lower. Empty when the failure
     came before the conversion ran (no linalg op yet): then every op is still torch."""
     from torch_mlir import ir
-
-    from .onnx_nodes import location_names
 
     left: dict[str, str] = {}
     converted = False

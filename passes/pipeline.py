@@ -134,7 +134,7 @@ def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
 
     On failure, saves the input IR as bytecode and raises PipelineError whose
     message holds the diagnostics and the `inferx-opt` command that reproduces it;
-    its `first_location` is the location of the first error diagnostic.
+    its `location_names` are the names in its error diagnostics' locations, first one first.
     """
     elements = parse_pipeline(text)
     if not elements:
@@ -153,7 +153,6 @@ def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
         names = [n for d in diags for n in location_names(d.location)]
         failure = PipelineError(f"{stage} failed: {_format_mlir_error(err)}", repro,
                                 location_names=names, stage=stage, messages=[d.message for d in diags])
-        failure.first_location = diags[0].location if diags else None
         raise failure from None
 
 

@@ -12,6 +12,7 @@ Prints throughput and p50/p95/p99 latency, mean batch and padding waste; --json 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -22,7 +23,8 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
+                     run_cli)
 from .serving_options import service_options, serving_options
 
 HELP = """Load-test an .ixa artifact through the runtime (batcher, scheduler).
@@ -39,18 +41,6 @@ Examples:
   inferx-bench model.ixa --device cpu --device cpu --json         two device lanes
   inferx-bench model.ixa --device cuda --processes 4 --concurrency 256   four server processes
 """
-
-
-def _dims(ctx, param, value):
-    """click callback: every --dim is NAME=SIZE; the value becomes ((name, size), ...)."""
-    dims = []
-    for text in value:
-        name, eq, size = text.partition("=")
-        if not name or not eq or not size.isdigit():
-            raise click.BadParameter(f"expected NAME=SIZE (SIZE a whole number), got '{text}'",
-                                     ctx=ctx, param=param)
-        dims.append((name, int(size)))
-    return tuple(dims)
 
 
 @click.command("inferx-bench", context_settings=CONTEXT_SETTINGS, help=HELP,
@@ -71,7 +61,7 @@ def _dims(ctx, param, value):
               help="closed loop with one thread per client instead of completion callbacks")
 @click.option("--rows", type=click.IntRange(min=1), default=1, metavar="N",
               help="batch rows per request (default 1)")
-@click.option("--dim", multiple=True, metavar="NAME=SIZE", callback=_dims,
+@click.option("--dim", multiple=True, metavar="NAME=SIZE", callback=functools.partial(dim_sizes, minimum=0),
               help="size for a dynamic non-batch dim (repeatable; default 1)")
 @serving_options
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")

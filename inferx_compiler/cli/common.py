@@ -59,6 +59,18 @@ def run_with_options(params: dict, work: Callable) -> int:
     return run_cli(lambda: work(args), args.debug)
 
 
+def dim_sizes(ctx, param, values, minimum: int = 1) -> tuple:
+    """click callback for repeatable NAME=SIZE options (sizes of dynamic dims): ((name, size), ...)."""
+    dims = []
+    for text in values:
+        name, eq, size = text.partition("=")
+        if not name or not eq or not size.isdigit() or int(size) < minimum:
+            raise click.BadParameter(f"expected NAME=SIZE (SIZE a whole number >= {minimum}), got '{text}'",
+                                     ctx=ctx, param=param)
+        dims.append((name, int(size)))
+    return tuple(dims)
+
+
 def existing_file(ctx, param, value):
     """click callback: the path names a readable file (error: 'PATH: no such file')."""
     for path in (value if isinstance(value, tuple) else (value,)):

@@ -13,7 +13,8 @@ import numpy as np
 
 from inferx_compiler.errors import InputValidationError
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, options_namespace, run_cli
+from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
+                     run_cli)
 
 EXAMPLES = """\b
 Examples:
@@ -34,7 +35,7 @@ Examples:
                    "when an output holds NaN or Inf")
 @click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True,
               help="with --random-inputs: size of the leading dynamic dim")
-@click.option("--dim", multiple=True, metavar="NAME=SIZE", callback=lambda c, p, v: _parse_dims(c, p, v),
+@click.option("--dim", multiple=True, metavar="NAME=SIZE", callback=dim_sizes,
               help="with --random-inputs: size of another dynamic dim (repeatable; default 1)")
 @click.option("--device", default=None, help="cpu, cpu:sync, cuda or cuda:N (default: the artifact's target kind)")
 @click.option("--debug", is_flag=True, help="show tracebacks")
@@ -46,17 +47,6 @@ def command(**params) -> int:
     if args.inputs and not args.outputs:
         raise click.UsageError("--inputs needs --outputs OUT.npz.")
     return run_cli(lambda: _work(args), args.debug)
-
-
-def _parse_dims(ctx, param, values) -> dict:
-    dims = {}
-    for text in values:
-        name, _, size = text.partition("=")
-        if not name or not size.isdigit() or int(size) < 1:
-            raise click.BadParameter(f"expected NAME=SIZE (SIZE a positive whole number), got '{text}'",
-                                     ctx=ctx, param=param)
-        dims[name] = int(size)
-    return dims
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +80,7 @@ def _read_feeds(path: str) -> dict:
 def _random_feeds(session, args) -> dict:
     from inferx_compiler.runtime.bench_inputs import random_feeds
 
-    return random_feeds(session.inputs, args.batch, args.dim)
+    return random_feeds(session.inputs, args.batch, dict(args.dim))
 
 
 def _check_finite(outputs: dict) -> None:
