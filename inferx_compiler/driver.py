@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import graph_lowering, onnx_frontend
-from .artifact import Manifest, MODULE_MLIR, MODULE_VMFB, write_artifact
+from .artifact import Manifest, MODULE_MLIR, MODULE_VMFB, sha256_file, write_artifact
 from .errors import ModelLoadError, PipelineError, TargetError
 from .build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
                          graph_decision_pipeline, iree_flags, iree_input_pipeline)
@@ -274,9 +274,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
                           for spec in specs]
     if options.tuning_db:
-        from . import tuning_db
-
-        manifest.tuning_db = {"sha256": tuning_db.sha256(options.tuning_db),
+        manifest.tuning_db = {"sha256": sha256_file(options.tuning_db),
                               "entries_used": sum(d.get("config_source") == "tuned" for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          decisions=result.decisions, weights=weights, plan=options.plan)

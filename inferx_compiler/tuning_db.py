@@ -19,7 +19,6 @@ database. JSON is written sorted, so the same measurements give the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -77,11 +76,6 @@ def save(db: dict, path: str) -> None:
         json.dump(db, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 def lookup(db: dict, target_key_: str, signature: str) -> Optional[dict]:
