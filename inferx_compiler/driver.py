@@ -85,16 +85,13 @@ def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, l
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
     """A failure at nodes over dynamic image sizes says how to route around it."""
-    failing = {n["name"] for n in getattr(error, "nodes", [])}
+    failing = {n["name"] for n in error.nodes}
     if not failing & set(dynamic_images):
         return error
     example = ", ".join(f"--input-shape {s.name}={','.join(str(d) if isinstance(d, int) else 'N' for d in s.shape)}"
                         for s in prepared.inputs)
-    hinted = PipelineError(f"{error.detail}\nhint: the failing node(s) work on dynamic image sizes, which IREE 3.13 "
-                           f"cannot always compile; build with the sizes fixed: {example} (N: your size)",
-                           error.reproducer, error.location_names, error.stage, error.messages)
-    hinted.nodes, hinted.unlowered = error.nodes, getattr(error, "unlowered", {})
-    return hinted
+    return error.with_detail(f"{error.detail}\nhint: the failing node(s) work on dynamic image sizes, which IREE "
+                             f"3.13 cannot always compile; build with the sizes fixed: {example} (N: your size)")
 
 
 def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:

@@ -51,9 +51,17 @@ class PipelineError(InferXError):
         self.messages = list(messages)  # the error diagnostics' own texts
         self.stage = stage
         self.detail = message
+        self.nodes: list = []  # the ONNX nodes it is attributed to (onnx_nodes.attribute_failure)
+        self.unlowered: dict = {}  # location name -> torch op left unconverted (torch-to-linalg)
         if reproducer:
             message = f"{message}\n{reproducer}"
         super().__init__(message)
+
+    def with_detail(self, detail: str) -> "PipelineError":
+        """The same failure (reproducer, locations, stage, nodes) told with another message."""
+        copy = PipelineError(detail, self.reproducer, self.location_names, self.stage, self.messages)
+        copy.nodes, copy.unlowered = list(self.nodes), dict(self.unlowered)
+        return copy
 
 
 class PassOptionError(InferXError):

@@ -58,9 +58,7 @@ MAX_NODES_NAMED = 8
 def attribute_failure(error, node_index: dict[str, dict], what: str = "failed"):
     """The PipelineError again, its message led by the ONNX nodes its diagnostics point at
     (`error.nodes` lists them); unchanged when they point at none or it names them already."""
-    from .errors import PipelineError
-
-    if getattr(error, "nodes", None):
+    if error.nodes:
         return error
     nodes = nodes_named(error.location_names, node_index)
     if not nodes:
@@ -69,9 +67,6 @@ def attribute_failure(error, node_index: dict[str, dict], what: str = "failed"):
     if len(nodes) > MAX_NODES_NAMED:
         listed += f"; and {len(nodes) - MAX_NODES_NAMED} more"
     plural = "s" if len(nodes) > 1 else ""
-    attributed = PipelineError(f"ONNX {listed}{' ' if not plural else ': these nodes '}{what}:\n"
-                               f"{error.detail}", error.reproducer, error.location_names, error.stage,
-                               error.messages)
+    attributed = error.with_detail(f"ONNX {listed}{' ' if not plural else ': these nodes '}{what}:\n{error.detail}")
     attributed.nodes = nodes
-    attributed.unlowered = getattr(error, "unlowered", {})
     return attributed

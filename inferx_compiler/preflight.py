@@ -129,7 +129,7 @@ def _probe_builds(model, name: str, digest: str, options: CompileOptions, report
             return
         except InferXError as e:
             stage, nodes, message = _classify(e)
-            unlowered = getattr(e, "unlowered", {})
+            unlowered = e.unlowered if isinstance(e, PipelineError) else {}
         if not nodes:
             report.problems.append(Problem(stage, message))
             if round_ > 1:
@@ -158,7 +158,7 @@ def _classify(error: InferXError) -> tuple[str, list[dict], str]:
             return "onnx", foreign, "no lowering exists for ops of this operator domain"
         return "onnx-to-torch", error.nodes, "torch-mlir has no conversion of this op (at this opset)"
     if isinstance(error, PipelineError):
-        return error.stage or "pipeline", getattr(error, "nodes", []), _first_message(error)
+        return error.stage or "pipeline", error.nodes, _first_message(error)
     if isinstance(error, ModelLoadError):
         return "load", [], str(error)
     return "options", [], str(error)
