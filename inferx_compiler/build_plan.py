@@ -107,9 +107,12 @@ def integer_flags(options: CompileOptions) -> list[str]:
     grows by at most 1 MiB by default; measured on this CPU, 4096x4096 int4 at batch 1:
     13.5 ms widened per call, 0.59 ms hoisted)."""
     layers = integer_layers(options)
-    if not layers or get_target(options.target).backend != "llvm-cpu":
+    target = get_target(options.target)
+    if not layers or target.backend != "llvm-cpu":
         return []
-    flags = ["--iree-llvmcpu-enable-ukernels=mmt4d"]
+    # (a target that enables microkernels itself names mmt4d among them)
+    ukernels = any(f.startswith("--iree-llvmcpu-enable-ukernels=") for f in target.iree_flags())
+    flags = [] if ukernels else ["--iree-llvmcpu-enable-ukernels=mmt4d"]
     int4 = [l for l in layers if l.precision == "int4"]
     if int4:
         growth = 2 * max(int(np.prod(l.shape)) for l in int4)

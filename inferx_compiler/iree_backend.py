@@ -222,6 +222,68 @@ def _write_files(folder: str, files: dict[str, str]) -> None:
             f.write(text)
 
 
+def _in_fresh_process_if_needed(fn):
+    """Run `fn` in a fresh interpreter when this process's IREE global options (set once per
+    process by an earlier build) differ from this build's; the child's log lines and result (or
+    its InferXError) come back as if run here."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(bytecode, flags, *, log: BuildLog, **kwargs):
+        from . import iree_global_options
+
+        clash = iree_global_options.conflicts(flags)
+        if not clash:
+            return fn(bytecode, flags, log=log, **kwargs)
+        log.step(f"IREE in a fresh process: this process has IREE's process-wide "
+                 f"{', '.join('--' + c for c in clash)} set otherwise")
+        ok, value, lines, warnings = _call_in_fresh_interpreter(fn.__name__, bytecode, flags, kwargs)
+        for line in lines:
+            if not line.startswith("warning: "):  # (warnings are passed on as warnings below)
+                log.step(f"  (child) {line.split('] ', 1)[-1]}")
+        for w in warnings:
+            log.warn(w)
+        if not ok:
+            raise value
+        return value
+
+    return wrapper
+
+
+def _call_in_fresh_interpreter(name: str, bytecode: bytes, flags: list[str], kwargs: dict):
+    """(ok, result or InferXError, log lines, warnings) of `name` run in a child interpreter,
+    arguments and answer pickled through its stdin and stdout (nothing of the caller's __main__
+    is imported again)."""
+    import pickle
+    import subprocess
+    import sys
+
+    from .errors import PipelineError
+
+    proc = subprocess.run([sys.executable, "-c", "from inferx_compiler.iree_backend import _child_main; _child_main()"],
+                          input=pickle.dumps((name, bytecode, flags, kwargs)), capture_output=True)
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-12:]
+        raise PipelineError(f"IREE in a fresh process exited with status {proc.returncode}:\n" + "\n".join(tail))
+    return pickle.loads(proc.stdout)
+
+
+def _child_main() -> None:
+    import pickle
+    import sys
+
+    from .errors import InferXError
+
+    name, bytecode, flags, kwargs = pickle.loads(sys.stdin.buffer.read())
+    log = BuildLog(quiet=True)
+    try:
+        answer = True, globals()[name].__wrapped__(bytecode, flags, log=log, **kwargs), log.lines, log.warnings
+    except InferXError as e:
+        answer = False, e, log.lines, log.warnings
+    sys.stdout.buffer.write(pickle.dumps(answer))
+
+
+@_in_fresh_process_if_needed
 def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
                    dispatch_pipeline: str, log: BuildLog,
                    build_files: dict[str, str] | None = None) -> IreeResult:
@@ -239,6 +301,7 @@ def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
     return IreeResult(vmfb, dispatches, compiler.decisions, compiler.parameter_keys)
 
 
+@_in_fresh_process_if_needed
 def compile_to_sources_text(bytecode: bytes, flags: list[str], *, input_pipeline: str,
                             dispatch_pipeline: str, log: BuildLog,
                             build_files: dict[str, str] | None = None) -> bytes:

@@ -7,9 +7,11 @@ accepts them. They can be set once per process through the embedding API's
 `iree.compiler.api._initializeGlobalCL`. This module is the one place that reaches for it
 (checked against iree-base-compiler 3.13.0).
 
-Global options stick for the life of the process. `apply()` sets the ones not set yet and
-refuses a different value for one already set: `inferx-compile` compiles in a fresh child
-interpreter, so a build from the command line always starts clean.
+Global options stick for the life of the process, and IREE takes them once per process.
+`apply()` sets them on the first build and refuses a different value (or a new option) later;
+`conflicts()` says so beforehand, and the IREE half of such a build runs in a fresh child
+interpreter instead (iree_backend), so that a process can build for CPU targets whose records
+choose different values (e.g. the matmul tile budget from each target's L2 cache).
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ def _grouped(flags: list[str]) -> dict[str, tuple[str, ...]]:
         _, _, value = f.partition("=")
         out.setdefault(option_name(f), []).append(value)
     return {k: tuple(v) for k, v in out.items()}
+
+
+def conflicts(flags: list[str]) -> list[str]:
+    """The global options among `flags` this process cannot take any more: set already to other
+    values, or new after IREE's one-time global setup. Empty when `apply(flags)` would succeed."""
+    wanted = _grouped([f for f in flags if is_global(f)])
+    with _lock:
+        if not _applied:
+            return []
+        return sorted(name for name, values in wanted.items() if _applied.get(name) != values)
 
 
 def apply(flags: list[str]) -> None:

@@ -54,12 +54,20 @@ class Target:
     # AVX2 CPU (2026-12-01, ResNet-50 b1, 1 thread) 504 ms with it vs 143 ms through im2col; with
     # weights as parameters IREE transforms the filters on every call.
     winograd: bool = False
+    # IREE's NCHWc data-tiled convolutions with its `conv_nchwc` f32 microkernel (16x16 channel
+    # blocks; IREE 3.13 has it for AVX-512 only). inferx-conv-strategy leaves 3x3-and-larger
+    # convolutions whose channel counts are multiples of 16 to it instead of im2col + matmul:
+    # ResNet-50 b1 on an AVX-512 Xeon, 2 threads, 114 -> 89 ms (tools/bench/knobs.py, 2026-12-01).
+    conv_microkernel: bool = False
     # Operand bytes of one workgroup tile of IREE's data-tiled matmuls
-    # (`--iree-llvmcpu-matmul-tile-bytes`; None: IREE's default, 256 KiB). Left at the default on
-    # every target: the best value depends on the model. On this znver3 VM (512 KiB L2, 2 threads)
-    # 1 MiB took the 8x4096^2 MLP at batch 64 from 233 to 152 ms (onnxruntime 130) but BERT-base b8
-    # from 1433 to 1638 ms and ResNet-50 b1 from 105 to 112 (tools/bench/knobs.py,
-    # docs/performance-notes.md); `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
+    # (`--iree-llvmcpu-matmul-tile-bytes`; None: IREE's default, 256 KiB). IREE's tiles keep the
+    # whole reduction dim, so at 256 KiB a 4096-deep f32 matmul fits no tile with more than one
+    # 16-row panel and the weight is streamed once per 16 rows. None: half the record's per-core
+    # L2 (at least IREE's default; `matmul_tile_bytes_for`). Measured on an AVX-512 Xeon with
+    # 2 MiB L2 (2 threads, 2026-12-01, tools/bench/knobs.py) 1 MiB took the 8x4096^2 MLP at batch 64
+    # from 228 to 153 ms and GPT-2 from 289 to 266, BERT-base b8 unchanged (1312 / 1324). On a
+    # znver3 VM (512 KiB L2) 1 MiB had cost BERT-base b8 14%: there the rule keeps 256 KiB.
+    # `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
     matmul_tile_bytes: Optional[int] = None
 
     @property
@@ -90,9 +98,19 @@ class Target:
             # off by default in IREE 3.13 for llvm-cpu. On: BERT-base b1 540 -> 140 ms on 2 cores.
             # (The driver builds again without it where IREE's data tiling fails.)
             flags.append("--iree-opt-data-tiling=true")
+            # Which op families data tiling annotates: a process-wide *list* option (naming only
+            # `convolution` would silently drop matmuls). The same list for every CPU target, so
+            # that builds for several CPU targets can share a process; convolutions get packed
+            # layouts only where IREE has conv tiles for the ISA (AVX-512 f32), and only the
+            # convolutions inferx-conv-strategy leaves as convolutions reach it.
+            flags += [f"--iree-dispatch-creation-experimental-set-data-tiling-ops={op}"
+                      for op in DATA_TILING_OPS]
+            if self.conv_microkernel:
+                flags.append("--iree-llvmcpu-enable-ukernels=mmt4d,conv_nchwc")
             # A process-wide IREE option: always set, so that one build's value never carries
             # into the next build of the process (a different one is refused there).
-            flags.append(f"--iree-llvmcpu-matmul-tile-bytes={self.matmul_tile_bytes or IREE_MATMUL_TILE_BYTES}")
+            tile_bytes = self.matmul_tile_bytes or matmul_tile_bytes_for(self.l2_bytes)
+            flags.append(f"--iree-llvmcpu-matmul-tile-bytes={tile_bytes}")
             return flags
         if self.backend == "cuda":
             return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
@@ -108,8 +126,15 @@ class Target:
 
 
 IREE_MATMUL_TILE_BYTES = 256 * 1024  # IREE 3.13's default for --iree-llvmcpu-matmul-tile-bytes
+DATA_TILING_OPS = ("matmul", "scaled_matmul", "convolution")
 
 _X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile")
+
+
+def matmul_tile_bytes_for(l2_bytes: Optional[int]) -> int:
+    """The data-tiled matmul tile budget for a CPU with this per-core L2: half of it, never
+    below IREE's default."""
+    return max(IREE_MATMUL_TILE_BYTES, (l2_bytes or 0) // 2)
 
 
 def _host_cpu() -> Target:
@@ -129,6 +154,7 @@ def _host_cpu() -> Target:
         name="cpu", description=f"this machine's CPU ({machine}, {bits}-bit vectors)",
         backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
         runtime_driver="local-task", peak_gflops=180.0 if bits == 512 else 90.0, bandwidth_gbs=30.0,
+        conv_microkernel=machine in ("x86_64", "amd64") and "avx512f" in flags,
         route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
         features=features, cores=os.cpu_count() or 1, l1_bytes=l1 or 32 * 1024, l2_bytes=l2 or 512 * 1024,
     )
@@ -177,7 +203,8 @@ _STATIC_TARGETS = (
     Target("x86-avx512", "x86-64 with AVX-512 (Skylake-SP / Cascade Lake and newer)", "llvm-cpu",
            "skylake-avx512", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
-           features=("avx2", "fma", "avx512f"), cores=4, l1_bytes=32 * 1024, l2_bytes=1024 * 1024),
+           features=("avx2", "fma", "avx512f"), cores=4, l1_bytes=32 * 1024, l2_bytes=1024 * 1024,
+           conv_microkernel=True),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
            runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0, features=("neon",),

@@ -93,16 +93,70 @@ def test_cuda_fp16_demotes_only_static_convolutions():
 
 def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
     """Every llvm-cpu build sets IREE's process-wide matmul tile budget (so that one build's value
-    never carries into the next one of the process): IREE's default unless the target record
-    names one; a user's --iree-flag of the same option replaces the target's."""
+    never carries into the next one of the process): half the record's per-core L2, at least
+    IREE's default, unless the record names one; a user's --iree-flag of the same option replaces
+    the target's."""
     from inferx_compiler.build_plan import iree_flags
     from inferx_compiler.options import CompileOptions
-    from inferx_compiler.targets import IREE_MATMUL_TILE_BYTES
+    from inferx_compiler.targets import IREE_MATMUL_TILE_BYTES, matmul_tile_bytes_for
 
+    assert matmul_tile_bytes_for(256 * 1024) == IREE_MATMUL_TILE_BYTES
+    assert matmul_tile_bytes_for(None) == IREE_MATMUL_TILE_BYTES
+    assert matmul_tile_bytes_for(2 * 2**20) == 2**20
     host = get_target("cpu")
-    assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in host.iree_flags()
-    assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in get_target("x86-avx512").iree_flags()
+    assert f"--iree-llvmcpu-matmul-tile-bytes={matmul_tile_bytes_for(host.l2_bytes)}" in host.iree_flags()
+    assert "--iree-llvmcpu-matmul-tile-bytes=524288" in get_target("x86-avx512").iree_flags()  # 1 MiB L2
+    assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in get_target("x86-avx2").iree_flags()
     assert not any("matmul-tile-bytes" in f for f in get_target("h200").iree_flags())
     user = "--iree-llvmcpu-matmul-tile-bytes=4096"
     flags = iree_flags(host, CompileOptions(target="cpu", extra_iree_flags=(user,)))
     assert [f for f in flags if "matmul-tile-bytes" in f] == [user]
+
+
+def test_cpu_targets_name_every_data_tiled_op_family():
+    """IREE's data-tiling op list is a process-wide list option: every CPU target names the same
+    three families (naming only `convolution` would drop matmul data tiling), and only targets
+    with the NCHWc conv microkernel (AVX-512) enable it."""
+    listed = [f"--iree-dispatch-creation-experimental-set-data-tiling-ops={op}"
+              for op in ("matmul", "scaled_matmul", "convolution")]
+    for name in ("cpu", "x86-avx2", "x86-avx512", "aarch64", "orin-cpu"):
+        t = get_target(name)
+        flags = t.iree_flags()
+        assert [f for f in flags if "set-data-tiling-ops" in f] == listed
+        assert ("--iree-llvmcpu-enable-ukernels=mmt4d,conv_nchwc" in flags) == t.conv_microkernel
+    assert get_target("x86-avx512").conv_microkernel and not get_target("x86-avx2").conv_microkernel
+    assert not get_target("aarch64").conv_microkernel
+
+
+def test_builds_with_other_process_wide_iree_options_run_in_a_fresh_process(tmp_path):
+    """IREE takes its process-wide options once per process; a later in-process build that needs
+    other values (another CPU target's matmul tile budget: x86-avx2 after this CPU, or forced
+    with an extra IREE flag) runs IREE in a child interpreter and gives the same answers; a
+    failure in the child comes back as the same error."""
+    import numpy as np
+
+    import inferx_compiler
+    from helpers import onnxruntime_outputs
+    from inferx_compiler import iree_global_options
+    from inferx_compiler.driver import CompileOptions, compile_onnx_file, write_result
+    from inferx_compiler.errors import PipelineError
+    from inferx_compiler.log import BuildLog
+
+    path = save(mlp(), tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "first.ixa"))
+    applied = iree_global_options.applied()["iree-llvmcpu-matmul-tile-bytes"]
+    other = "--iree-llvmcpu-matmul-tile-bytes=" + str(int(applied[0]) * 2)
+    log = BuildLog(quiet=True)
+    result = compile_onnx_file(path, CompileOptions(target="cpu", extra_iree_flags=(other,)), log)
+    write_result(result, str(tmp_path / "second.ixa"))
+    assert any("IREE in a fresh process" in line for line in log.lines)
+    assert any("(child) IREE: wrote the VM module" in line for line in log.lines)
+    assert iree_global_options.applied()["iree-llvmcpu-matmul-tile-bytes"] == applied  # untouched here
+    assert other in result.manifest.iree_flags and result.dispatches
+    feeds = {"x": np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)}
+    expected = onnxruntime_outputs(path, feeds)["y"]
+    got = inferx_compiler.load(str(tmp_path / "second.ixa")).run(feeds)["y"]
+    assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+    with pytest.raises(PipelineError, match="IREE rejected the compiler flags"):
+        compile_onnx_file(path, CompileOptions(target="cpu", extra_iree_flags=(other, "--iree-no-such-flag=1")),
+                          BuildLog(quiet=True))

@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{algorithms=winograd,matmul,im2col})' | filecheck %s --check-prefix=WINO
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2 algorithms=winograd,matmul,im2col})' | filecheck %s --check-prefix=WINO
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // A 3x3 stride-1 convolution at batch 1: an im2col copy (affine map oh+kh, ow+kw) reshaped
 // to K x P, then linalg.matmul of the FxK filter with it, accumulating into the conv's init.

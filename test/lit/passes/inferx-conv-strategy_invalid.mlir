@@ -2,7 +2,7 @@
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-conv-strategy{algorithms=fft})' 2>&1 | filecheck %s --check-prefix=ALGO
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-conv-strategy{winograd-min-channels=0})' 2>&1 | filecheck %s --check-prefix=MIN
 // TARGET: error: unknown target 'tpu'; valid targets: cpu, {{.*}}a100
-// ALGO: error: pass 'inferx-conv-strategy': unknown algorithm(s) fft; valid: auto, or a comma-separated subset of matmul,winograd,im2col
+// ALGO: error: pass 'inferx-conv-strategy': unknown algorithm(s) fft; valid: auto, or a comma-separated subset of matmul,nchwc,winograd,im2col
 // MIN: error: pass 'inferx-conv-strategy': winograd-min-channels must be >= 1, got 0
 func.func @f() {
   return
