@@ -260,7 +260,12 @@ def _call_in_fresh_interpreter(name: str, bytecode: bytes, flags: list[str], kwa
 
     from .errors import PipelineError
 
-    proc = subprocess.run([sys.executable, "-c", "from inferx_compiler.iree_backend import _child_main; _child_main()"],
+    # The child sees the caller's sys.path: `python -c` would otherwise put the working directory
+    # first, and a source checkout there (whose passes/ is not inferx_compiler/passes/) would
+    # shadow the installed package.
+    bootstrap = (f"import sys; sys.path[:] = {sys.path!r}; "
+                 f"from {__name__} import _child_main; _child_main()")
+    proc = subprocess.run([sys.executable, "-c", bootstrap],
                           input=pickle.dumps((name, bytecode, flags, kwargs)), capture_output=True)
     if proc.returncode != 0:
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-12:]

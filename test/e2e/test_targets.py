@@ -128,11 +128,17 @@ def test_cpu_targets_name_every_data_tiled_op_family():
     assert not get_target("aarch64").conv_microkernel
 
 
-def test_builds_with_other_process_wide_iree_options_run_in_a_fresh_process(tmp_path):
+def test_builds_with_other_process_wide_iree_options_run_in_a_fresh_process(tmp_path, monkeypatch):
     """IREE takes its process-wide options once per process; a later in-process build that needs
     other values (another CPU target's matmul tile budget: x86-avx2 after this CPU, or forced
     with an extra IREE flag) runs IREE in a child interpreter and gives the same answers; a
-    failure in the child comes back as the same error."""
+    failure in the child comes back as the same error. The child imports what the caller
+    imported, even from a working directory holding another `inferx_compiler` (a source
+    checkout, whose passes/ is not where the installed package has it)."""
+    decoy = tmp_path / "cwd" / "inferx_compiler"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy in the working directory was imported')\n")
+    monkeypatch.chdir(decoy.parent)
     import numpy as np
 
     import inferx_compiler
