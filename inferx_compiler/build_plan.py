@@ -57,6 +57,7 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
 
 GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
 TUNING_DB_FILE = "tuning_db.json"
+MATMUL_TILE_BYTES = "iree-llvmcpu-matmul-tile-bytes"  # the data-tiled matmul tile budget (process-wide)
 
 
 def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
@@ -122,8 +123,8 @@ def integer_flags(options: CompileOptions) -> list[str]:
 
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     """IREE's flags for this build: the target's, what the model's semantics need, the
-    preprocessing that carries out the pass decisions, a forced data-tiling choice (--tune's,
-    or the tuning database's for this model), then the user's extra flags. A user flag of the
+    preprocessing that carries out the pass decisions, forced whole-build knobs (data tiling,
+    the matmul tile budget: --tune's, or the tuning database's for this model), then the user's extra flags. A user flag of the
     same option as a target flag replaces it (process-wide options take one value)."""
     from .iree_global_options import option_name
     from .passes.conv_strategy import PREPROCESSING_PIPELINE
@@ -136,9 +137,15 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     overridden = {option_name(f) for f in options.extra_iree_flags}
     flags = [f for f in target.iree_flags() if option_name(f) not in overridden]
     if options.data_tiling is not None:
-        flags = [f for f in flags if not f.startswith("--iree-opt-data-tiling=")]
-        flags.append(f"--iree-opt-data-tiling={'true' if options.data_tiling else 'false'}")
+        flags = _with_flag(flags, "--iree-opt-data-tiling", "true" if options.data_tiling else "false")
+    if options.matmul_tile_bytes is not None and target.backend == "llvm-cpu" and MATMUL_TILE_BYTES not in overridden:
+        flags = _with_flag(flags, "--" + MATMUL_TILE_BYTES, str(options.matmul_tile_bytes))
     return flags + semantic + decisions + integer_flags(options) + list(options.extra_iree_flags)
+
+
+def _with_flag(flags: list[str], option: str, value: str) -> list[str]:
+    """`flags` with `option` set to `value` (any earlier value of it dropped)."""
+    return [f for f in flags if not f.startswith(option + "=")] + [f"{option}={value}"]
 
 
 def build_files(target: Target, options: CompileOptions) -> dict[str, str]:

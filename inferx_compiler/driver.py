@@ -97,7 +97,7 @@ def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) 
 def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:
     name, digest = prepared.name, prepared.sha256
     options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared),
-                                  data_tiling=_data_tiling_choice(options, target, digest, log),
+                                  **_measured_build_knobs(options, target, digest, log),
                                   plan=precision_plan_for(options, target, prepared, log))
     parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
     ctx = new_graph_context()
@@ -164,18 +164,28 @@ def precision_plan_for(options: CompileOptions, target: Target, prepared, log: B
     return plan
 
 
-def _data_tiling_choice(options: CompileOptions, target: Target, model_sha256: str, log: BuildLog):
-    """The forced data-tiling choice: the option's, else the tuning database's for this model."""
-    if options.data_tiling is not None or not options.tuning_db:
-        return options.data_tiling
+def _measured_build_knobs(options: CompileOptions, target: Target, model_sha256: str, log: BuildLog) -> dict:
+    """The whole-build knobs the tuning database measured for this model (data tiling, the
+    matmul tile budget), as CompileOptions fields; a knob the options force stays as it is."""
+    if not options.tuning_db:
+        return {}
     from . import tuning_db
 
     entry = tuning_db.lookup_model(tuning_db.load(options.tuning_db), tuning_db.target_key(target), model_sha256)
     if entry is None:
-        return None
-    log.step(f"tuning database: data tiling {'on' if entry['data_tiling'] else 'off'} for this model "
-             f"(measured {entry['ms']['on']:.3f} ms on, {entry['ms']['off']:.3f} ms off)")
-    return entry["data_tiling"]
+        return {}
+    knobs = {}
+    if options.data_tiling is None:
+        knobs["data_tiling"] = entry["data_tiling"]
+        log.step(f"tuning database: data tiling {'on' if entry['data_tiling'] else 'off'} for this model "
+                 f"(measured {entry['ms']['on']:.3f} ms on, {entry['ms']['off']:.3f} ms off)")
+    budget = entry.get("matmul_tile_bytes")
+    if options.matmul_tile_bytes is None and budget is not None:
+        knobs["matmul_tile_bytes"] = budget
+        measured = ", ".join(f"{int(b) // 1024} KiB {ms:.3f} ms" for b, ms in sorted(
+            entry.get("tile_bytes_ms", {}).items(), key=lambda kv: int(kv[0])))
+        log.step(f"tuning database: matmul tile budget {budget // 1024} KiB for this model ({measured})")
+    return knobs
 
 
 def _static_convs_unsafe(target: Target, options: CompileOptions, module_op) -> bool:

@@ -33,6 +33,7 @@ class CompileOptions:
     tuning_db: Optional[str] = None  # measured dispatch configurations to apply (--tuning-db)
     tuning_candidate: int = 0  # build with the K-th rule candidate everywhere (what --tune measures)
     data_tiling: Optional[bool] = None  # None: the target's default (with a fallback); else forced
+    matmul_tile_bytes: Optional[int] = None  # None: the target's data-tiled matmul tile budget; else forced
     keep_f64: bool = False  # set by the driver when the model computes in float64
     disabled_passes: tuple[str, ...] = ()  # OPTIONAL_PASSES left out of this build
     group_size: int = 128  # int4 weights: elements per scale along the reduction
@@ -50,6 +51,8 @@ class CompileOptions:
             raise InferXError("--tuning-db/--tune apply configurations through inferx-dispatch-config, "
                               "which --disable-pass leaves out; drop one of them")
 
+        if self.matmul_tile_bytes is not None and self.matmul_tile_bytes <= 0:
+            raise InferXError(f"matmul tile budget must be a positive byte count, got {self.matmul_tile_bytes}")
         if self.group_size <= 0 or self.group_size % 2:
             raise InferXError(f"--group-size must be a positive even number, got {self.group_size}")
         if self.accuracy_budget is not None and not self.accuracy_budget > 0:

@@ -6,10 +6,13 @@
                                                   "us": 12.5, "iree_us": 15.1, "candidate": 2,
                                                   "summary": "linalg.generic 64x3x3x56x56 f32"}}},
      "models": {"<target key>": {"<model sha256>": {"data_tiling": true, "ms": {"on": 3.1, "off": 4.9},
-                                                   "tuned_ms": 3.0, "kept": true}}}}
+                                                   "matmul_tile_bytes": 1048576,
+                                                   "tile_bytes_ms": {"262144": 3.1, "1048576": 2.9},
+                                                   "tuned_ms": 2.9, "configs": 0}}}}
 
 Dispatch entries are keyed by what a dispatch computes, so they serve any model that has the
-same dispatch; model entries hold the whole-build knobs measured for one model (data tiling).
+same dispatch; model entries hold the whole-build knobs measured for one model (data tiling and,
+where it is on, the data-tiled matmul tile budget).
 
 `inferx-compile --tune --tuning-db FILE` measures candidates on the build machine and writes
 the winners; later builds with `--tuning-db FILE` read them (`inferx-dispatch-config` attaches

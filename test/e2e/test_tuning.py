@@ -14,6 +14,7 @@ import inferx_compiler
 from e2e_models import conv_zoo, random_inputs
 from helpers import onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.compile import main as compile_main
+from inferx_compiler.targets import get_target
 
 
 def _member(artifact: str, name: str) -> dict:
@@ -45,6 +46,7 @@ def test_tune_writes_a_database_and_a_correct_artifact(tuned):
     model = models[sha]
     assert isinstance(model["data_tiling"], bool) and set(model["ms"]) == {"on", "off"}
     assert model["ms"]["on" if model["data_tiling"] else "off"] == min(model["ms"].values())
+    assert ("matmul_tile_bytes" in model) == model["data_tiling"]  # a budget matters to data-tiled builds only
     entries = db["entries"][key]
     assert entries, "the zoo's im2col copies and elementwise dispatches are tunable"
     for entry in entries.values():
@@ -112,3 +114,47 @@ def test_missing_tuning_database_is_an_error(tmp_path, capfd):
     assert compile_main([path, "--target", "cpu", "--tuning-db", str(tmp_path / "none.json"),
                          "-o", str(tmp_path / "z.ixa")]) != 0
     assert "no such file (write one with --tune)" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("wider_wins", [True, False], ids=["4x-budget-faster", "own-budget-faster"])
+def test_tune_keeps_the_faster_matmul_tile_budget(tmp_path, monkeypatch, wider_wins):
+    """Where data tiling wins, --tune times the target's matmul tile budget and 4x it and keeps
+    the faster: in the database, in the artifact's IREE flags (a build with another budget runs
+    IREE in a child interpreter), and in a rebuild from the database. The end-to-end timer is a
+    stand-in that decides (real times on a shared machine would make the choice a coin toss);
+    the builds, the database and the numbers are real."""
+    import os
+
+    from inferx_compiler import tuning
+    from inferx_compiler.targets import matmul_tile_bytes_for
+    from e2e_models import wide_mlp
+
+    timed = []
+
+    def stand_in_ms(build, threads):
+        name = os.path.basename(build.path)
+        timed.append(name)
+        if name.startswith("dt-"):
+            return 10.0 if name == "dt-True.ixa" else 20.0
+        if name.startswith("tiles-"):
+            return 5.0 if wider_wins else 15.0
+        return 100.0  # the guard build: dispatch configurations never win here
+
+    monkeypatch.setattr(tuning, "_end_to_end_ms", stand_in_ms)
+    monkeypatch.setenv("INFERX_CLI_CHILD", "1")  # the CLI in this process, where the stand-in is
+    target = get_target("cpu")
+    own = target.matmul_tile_bytes or matmul_tile_bytes_for(target.l2_bytes)
+    expected = 4 * own if wider_wins else own
+    onnx_path = save(wide_mlp(width=128, layers=2), tmp_path / "w.onnx")
+    db_path, out = str(tmp_path / "w.tuning.json"), str(tmp_path / "w.ixa")
+    assert compile_main([onnx_path, "--target", "cpu", "--tune", "--tuning-db", db_path, "-o", out, "-q"]) == 0
+    assert f"tiles-{4 * own}.ixa" in timed
+    (model,), = [list(m.values()) for m in json.load(open(db_path))["models"].values()]
+    assert model["data_tiling"] is True and model["matmul_tile_bytes"] == expected
+    assert model["tile_bytes_ms"] == {str(own): 10.0, str(4 * own): 5.0 if wider_wins else 15.0}
+    flags = _member(out, "manifest.json")["iree_flags"]
+    assert [f for f in flags if "matmul-tile-bytes" in f] == [f"--iree-llvmcpu-matmul-tile-bytes={expected}"]
+    _check_numbers(onnx_path, out)
+    again = str(tmp_path / "again.ixa")
+    assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", again, "-q"]) == 0
+    assert open(again, "rb").read() == open(out, "rb").read()
