@@ -25,7 +25,8 @@ ONNX and FX importers produce). For each convolution it decides one of
             are one strided window copy per filter tap from the input viewed as CNHW (at
             batch > 1 one transpose), concatenated, K ordered (kh, kw, c) and the filter
             transposed to match (at load): IREE vectorizes such copies, while it scalarizes a
-            copy with windowed maps (ResNet-50 b1, 2 threads, Zen 3: 187 -> 133 ms). On CUDA one
+            copy with windowed maps (ResNet-50 b1, 2 threads, Zen 3: 137 -> 120 ms against
+            onnxruntime 66, docs/bench/2026-12-01-conv-taps). On CUDA one
             im2col copy `col[c,kh,kw,n,oh,ow] = x[n,c,oh*sh+kh,ow*sw+kw]` (affine maps, which
             IREE tiles; upstream `convert_conv2d_to_img2col` builds semi-affine ones that it
             cannot tile for strided convolutions), which the CUDA window-copy rule configures.

@@ -5,7 +5,9 @@
         --variant o2='--iree-flag=--iree-opt-level=O2' \
         --variant noconv='--no-conv-strategy'
 
-Each variant is a list of extra `inferx-compile` arguments (shell-split). Every variant is
+Each variant is a list of extra `inferx-compile` arguments (shell-split); `--artifact NAME=PATH`
+adds an artifact built elsewhere (e.g. by the code before a change: a before/after of a pass
+in one run). Every variant is
 compiled in a child process (`inferx-compile --target cpu`), checked against onnxruntime
 fp32 (relative L2 <= --tol) and then timed with onnxruntime in interleaved rounds, the order
 rotated each round; the table gives the median, min-max, the ratio to onnxruntime and the
@@ -47,10 +49,21 @@ def compile_variant(onnx_path: str, name: str, extra: list[str], workdir: str, t
     return info
 
 
+def prebuilt(name: str, path: str) -> dict:
+    info = {"variant": name, "args": [], "compile_s": 0.0, "path": path, "ok": os.path.isfile(path),
+            "log": f"{path}: no such artifact"}
+    if info["ok"]:
+        with zipfile.ZipFile(path) as z:
+            info["dispatches"] = len(json.loads(z.read("report.json"))["dispatches"])
+    return info
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a tools/bench/models.py name or an .onnx path")
-    p.add_argument("--variant", action="append", required=True, metavar="NAME=ARGS")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS")
+    p.add_argument("--artifact", action="append", default=[], metavar="NAME=PATH",
+                   help="a prebuilt .ixa of this model, timed like a variant")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--target", default="cpu")
     p.add_argument("--threads", type=int, default=2)
@@ -61,6 +74,8 @@ def main(argv=None) -> int:
     p.add_argument("--cache", default=os.environ.get("INFERX_BENCH_CACHE", models.DEFAULT_CACHE))
     p.add_argument("--json", help="write every sample here")
     args = p.parse_args(argv)
+    if not args.variant and not args.artifact:
+        p.error("give at least one --variant or --artifact")
 
     onnx_path = args.model if args.model.endswith(".onnx") else models.path(args.model, args.cache)
     stem = os.path.splitext(os.path.basename(onnx_path))[0]
@@ -79,10 +94,14 @@ def main(argv=None) -> int:
     ref = runners.ort(onnx_path)(feeds)
     calls = {"ort": runners.ort(onnx_path)}
     infos = {}
-    for name, extra in variants:
-        info = compile_variant(onnx_path, name, extra, workdir, args.target)
+    builds = [(name, lambda name=name, extra=extra: compile_variant(onnx_path, name, extra, workdir, args.target))
+              for name, extra in variants]
+    builds += [(name, lambda name=name, path=path: prebuilt(name, path))
+               for name, _, path in (a.partition("=") for a in args.artifact)]
+    for name, build in builds:
+        info = build()
         infos[name] = info
-        print(f"{name}: compiled in {info['compile_s']:.1f}s ok={info['ok']} "
+        print(f"{name}: built in {info['compile_s']:.1f}s ok={info['ok']} "
               f"dispatches={info.get('dispatches')}", flush=True)
         if not info["ok"]:
             print(info["log"], file=sys.stderr)
