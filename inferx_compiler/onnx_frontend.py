@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
+from .onnx_functions import expand_function_ops
 from .onnx_rewrites import (decompose_contrib_ops, expand_reflect_pads, fold_shape_computations,
                             inline_known_ifs, trim_unused_conv_padding)
 from .tensor_spec import TensorSpec
@@ -143,6 +144,10 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     decomposed = decompose_contrib_ops(model)
     if decomposed:
         log.step(f"rewrote {len(decomposed)} onnxruntime contrib op(s) in standard ONNX")
+    functions = expand_function_ops(model)
+    if functions:
+        log.step(f"expanded {len(functions)} node(s) of ops torch-mlir cannot lower into their ONNX "
+                 f"function bodies")
     inlined = inline_known_ifs(model)
     if inlined:
         name_nodes(model)

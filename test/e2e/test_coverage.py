@@ -238,3 +238,86 @@ def test_dynamic_quantize_lstm_becomes_a_float_lstm(tmp_path):
     np.testing.assert_allclose(got, onnxruntime_outputs(float_path, {"x": x})["y"], rtol=1e-5, atol=1e-6)
     quantized = onnxruntime_outputs(path, {"x": x})["y"]
     assert np.max(np.abs(got - quantized)) / np.max(np.abs(quantized)) < 0.05
+
+
+def _function_op_models():
+    """(name, model, feeds): standard ONNX ops torch-mlir cannot lower, each with what users
+    put around it (a weight, a mask, grouped heads, a class weight)."""
+    rng = np.random.default_rng(3)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    b, sq, skv, hq, hkv, d = 2, 5, 7, 4, 2, 8
+    gqa = _model([helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn",
+                                   q_num_heads=hq, kv_num_heads=hkv, scale=0.3)],
+                 [helper.make_tensor_value_info("q", F, [b, sq, hq * d]),
+                  helper.make_tensor_value_info("k", F, [b, skv, hkv * d]),
+                  helper.make_tensor_value_info("v", F, [b, skv, hkv * d]),
+                  helper.make_tensor_value_info("mask", F, [sq, skv])],
+                 [helper.make_tensor_value_info("y", F, [b, sq, hq * d])], opset=23)
+    causal = _model([helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attn", is_causal=1)],
+                    [helper.make_tensor_value_info(n, F, [b, hq, sq, d]) for n in ("q", "k", "v")],
+                    [helper.make_tensor_value_info("y", F, [b, hq, sq, d])], opset=23)
+    rms = _model([helper.make_node("RMSNormalization", ["x", "g"], ["y"], name="rms", axis=-1, epsilon=1e-5)],
+                 [helper.make_tensor_value_info("x", F, [3, 6, 16])],
+                 [helper.make_tensor_value_info("y", F, [3, 6, 16])],
+                 [numpy_helper.from_array(f32(16), "g")], opset=23)
+    nll = _model([helper.make_node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], name="nll",
+                                   reduction="mean", ignore_index=1)],
+                 [helper.make_tensor_value_info("x", F, [4, 5]),
+                  helper.make_tensor_value_info("t", TensorProto.INT64, [4])],
+                 [helper.make_tensor_value_info("y", F, [])],
+                 [numpy_helper.from_array(np.abs(f32(5)) + 0.1, "w")], opset=22)
+    sce = _model([helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], name="sce", reduction="mean")],
+                 [helper.make_tensor_value_info("x", F, [4, 5, 3]),
+                  helper.make_tensor_value_info("t", TensorProto.INT64, [4, 3])],
+                 [helper.make_tensor_value_info("y", F, [])], opset=17)
+    return [
+        ("sce-loss (its body holds an NLL loss)", sce, {"x": f32(4, 5, 3), "t": rng.integers(0, 5, (4, 3))}),
+        ("attention-gqa-mask", gqa, {"q": f32(b, sq, hq * d), "k": f32(b, skv, hkv * d), "v": f32(b, skv, hkv * d),
+                                     "mask": np.where(rng.random((sq, skv)) < 0.3, -1e4, 0).astype(np.float32)}),
+        ("attention-causal", causal, {n: f32(b, hq, sq, d) for n in ("q", "k", "v")}),
+        ("rms-normalization", rms, {"x": f32(3, 6, 16)}),
+        ("nll-loss", nll, {"x": f32(4, 5), "t": np.array([0, 1, 4, 2], np.int64)}),
+    ]
+
+
+@pytest.mark.parametrize("name,model,feeds", _function_op_models(), ids=[m[0] for m in _function_op_models()])
+def test_function_ops_expand_into_their_onnx_bodies(tmp_path, name, model, feeds):
+    """Ops torch-mlir has no lowering for are replaced by their ONNX function bodies before
+    import (every node of the body named after the original node); the compiled model matches
+    onnx's reference implementation of the original op."""
+    from onnx.reference import ReferenceEvaluator
+
+    from inferx_compiler.onnx_functions import expand_function_ops
+
+    op = model.graph.node[0].op_type
+    expanded = _onnx_copy(model)
+    assert expand_function_ops(expanded)[0] == model.graph.node[0].name
+    assert op not in {n.op_type for n in expanded.graph.node}
+    assert all(n.name.startswith(model.graph.node[0].name + "/") for n in expanded.graph.node)
+    path = save(model, tmp_path / "model.onnx")
+    out = tmp_path / "model.ixa"
+    assert compile_main([path, "--target", "cpu", "-o", str(out), "-q"]) == 0
+    got = inferx_compiler.load(str(out)).run(feeds)["y"]
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_function_ops_not_listed_keep_their_own_lowering():
+    """An op with an ONNX function body that torch-mlir lowers itself (Gelu, one fused op) is
+    left alone."""
+    from inferx_compiler.onnx_functions import expand_function_ops
+
+    model = _model([helper.make_node("Gelu", ["x"], ["y"], name="gelu")],
+                   [helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("y", F, [2, 3])],
+                   opset=20)
+    assert expand_function_ops(model) == []
+    assert [n.op_type for n in model.graph.node] == ["Gelu"]
+
+
+def _onnx_copy(model):
+    import onnx
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
