@@ -28,12 +28,17 @@ def _check_numbers(onnx_path: str, artifact: str) -> None:
     assert rel_l2(got, onnxruntime_outputs(onnx_path, feeds)["y"]) <= 1e-4
 
 
+# The zoo with a batch-2 function: its transposes (to CNHW and back) are dispatches the CPU
+# rules propose configurations for (at batch 1 every copy is fused into IREE's packing).
+ZOO_BATCHES = ("--batch-sizes", "1,2", "--no-measure")
+
+
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     root = tmp_path_factory.mktemp("tune")
     onnx_path = save(conv_zoo(), root / "zoo.onnx")
     db, out = str(root / "zoo.tuning.json"), str(root / "tuned.ixa")
-    assert compile_main([onnx_path, "--target", "cpu", "--tune", "--tuning-db", db, "-o", out, "-q"]) == 0
+    assert compile_main([onnx_path, "--target", "cpu", *ZOO_BATCHES, "--tune", "--tuning-db", db, "-o", out, "-q"]) == 0
     return root, onnx_path, db, out
 
 
@@ -48,7 +53,7 @@ def test_tune_writes_a_database_and_a_correct_artifact(tuned):
     assert model["ms"]["on" if model["data_tiling"] else "off"] == min(model["ms"].values())
     assert ("matmul_tile_bytes" in model) == model["data_tiling"]  # a budget matters to data-tiled builds only
     entries = db["entries"][key]
-    assert entries, "the zoo's im2col copies and elementwise dispatches are tunable"
+    assert entries, "the zoo's batch-2 transposes are tunable"
     for entry in entries.values():
         assert entry["iree_us"] > 0 and entry["us"] <= entry["iree_us"]
         assert (entry["config"] is None) == (entry["candidate"] == 0)
@@ -62,7 +67,8 @@ def test_tune_writes_a_database_and_a_correct_artifact(tuned):
 def test_tuned_build_is_byte_identical_from_its_database(tuned):
     root, onnx_path, db_path, artifact = tuned
     again = str(root / "again.ixa")
-    assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", again, "-q"]) == 0
+    assert compile_main([onnx_path, "--target", "cpu", *ZOO_BATCHES, "--tuning-db", db_path, "-o", again,
+                         "-q"]) == 0
     assert open(again, "rb").read() == open(artifact, "rb").read()
 
 
@@ -75,6 +81,7 @@ def test_database_configuration_reaches_the_code(tuned, tmp_path):
     from inferx_compiler.targets import get_target
 
     trial = compile_onnx_file(onnx_path, CompileOptions(target="cpu", tuning_candidate=1, data_tiling=True,
+                                                        batch_sizes=(1, 2),
                                                         measure_buckets=False), BuildLog(quiet=True))
     picked = next(d for d in trial.dispatches if d.get("config_source") == "candidate 1")
     db = tuning_db.empty()
@@ -83,7 +90,7 @@ def test_database_configuration_reaches_the_code(tuned, tmp_path):
     db_path = str(tmp_path / "one.json")
     tuning_db.save(db, db_path)
     out = str(tmp_path / "one.ixa")
-    assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", out, "-q"]) == 0
+    assert compile_main([onnx_path, "--target", "cpu", *ZOO_BATCHES, "--tuning-db", db_path, "-o", out, "-q"]) == 0
     rows = [d for d in _member(out, "report.json")["dispatches"] if d.get("signature") == picked["signature"]]
     assert rows and all(d["config_source"] == "tuned" and d["config"] == picked["config"] for d in rows)
     _check_numbers(onnx_path, out)
@@ -92,7 +99,7 @@ def test_database_configuration_reaches_the_code(tuned, tmp_path):
 def test_explain_prints_decisions_and_dispatches(tuned, capfd):
     root, onnx_path, db_path, _ = tuned
     report = root / "report.json"
-    assert compile_main([onnx_path, "--target", "cpu", "--explain", "-q", "--tuning-db", db_path,
+    assert compile_main([onnx_path, "--target", "cpu", *ZOO_BATCHES, "--explain", "-q", "--tuning-db", db_path,
                          "--report", str(report), "-o", str(root / "explained.ixa")]) == 0
     written = json.loads(report.read_text())
     assert written["compile_seconds"] > 0 and written["dispatches"] and written["decisions"]
