@@ -20,7 +20,7 @@ from . import graph_lowering
 from .artifact import PARAMETER_SCOPE
 from .iree_backend import BUILD_DIR
 from .options import CompileOptions
-from .targets import Target, get_target
+from .targets import MATMUL_TILE_BYTES_OPTION, Target, get_target
 
 # IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
 # (Only then: lowerings introduce f64 scalars of their own that IREE's constant
@@ -57,7 +57,6 @@ def graph_decision_pipeline(options: CompileOptions) -> str:
 
 GRAPH_LOWERING = "builtin.module(inferx-lower-to-linalg,canonicalize,cse)"
 TUNING_DB_FILE = "tuning_db.json"
-MATMUL_TILE_BYTES = "iree-llvmcpu-matmul-tile-bytes"  # the data-tiled matmul tile budget (process-wide)
 
 
 def dispatch_pipeline(target: Target, options: CompileOptions) -> str:
@@ -124,8 +123,9 @@ def integer_flags(options: CompileOptions) -> list[str]:
 def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     """IREE's flags for this build: the target's, what the model's semantics need, the
     preprocessing that carries out the pass decisions, forced whole-build knobs (data tiling,
-    the matmul tile budget: --tune's, or the tuning database's for this model), then the user's extra flags. A user flag of the
-    same option as a target flag replaces it (process-wide options take one value)."""
+    the matmul tile budget: --tune's, or the tuning database's for this model), then the user's
+    extra flags. A user flag of the same option as a target flag replaces it (process-wide
+    options take one value)."""
     from .iree_global_options import option_name
     from .passes.conv_strategy import PREPROCESSING_PIPELINE
 
@@ -138,8 +138,9 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     flags = [f for f in target.iree_flags() if option_name(f) not in overridden]
     if options.data_tiling is not None:
         flags = _with_flag(flags, "--iree-opt-data-tiling", "true" if options.data_tiling else "false")
-    if options.matmul_tile_bytes is not None and target.backend == "llvm-cpu" and MATMUL_TILE_BYTES not in overridden:
-        flags = _with_flag(flags, "--" + MATMUL_TILE_BYTES, str(options.matmul_tile_bytes))
+    forced_tiles = options.matmul_tile_bytes is not None and target.backend == "llvm-cpu"
+    if forced_tiles and MATMUL_TILE_BYTES_OPTION not in overridden:
+        flags = _with_flag(flags, "--" + MATMUL_TILE_BYTES_OPTION, str(options.matmul_tile_bytes))
     return flags + semantic + decisions + integer_flags(options) + list(options.extra_iree_flags)
 
 

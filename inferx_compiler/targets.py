@@ -110,7 +110,7 @@ class Target:
             # A process-wide IREE option: always set, so that one build's value never carries
             # into the next build of the process (a different one is refused there).
             tile_bytes = self.matmul_tile_bytes or matmul_tile_bytes_for(self.l2_bytes)
-            flags.append(f"--iree-llvmcpu-matmul-tile-bytes={tile_bytes}")
+            flags.append(f"--{MATMUL_TILE_BYTES_OPTION}={tile_bytes}")
             return flags
         if self.backend == "cuda":
             return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
@@ -125,7 +125,8 @@ class Target:
         return d
 
 
-IREE_MATMUL_TILE_BYTES = 256 * 1024  # IREE 3.13's default for --iree-llvmcpu-matmul-tile-bytes
+MATMUL_TILE_BYTES_OPTION = "iree-llvmcpu-matmul-tile-bytes"  # the data-tiled matmul tile budget (process-wide)
+IREE_MATMUL_TILE_BYTES = 256 * 1024  # IREE 3.13's default for it
 DATA_TILING_OPS = ("matmul", "scaled_matmul", "convolution")
 
 _X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile")

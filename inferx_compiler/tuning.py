@@ -77,7 +77,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
         budget, best, budget_ms = _tune_tile_budget(model_path, chosen, target, builds[True], ms[True],
                                                     workdir, threads, log)
         chosen = dataclasses.replace(chosen, matmul_tile_bytes=budget)
-    untuned_ms = min(budget_ms.values()) if budget_ms else ms[data_tiling]
+    untuned_ms = budget_ms[chosen.matmul_tile_bytes] if budget_ms else ms[data_tiling]
     reports, times = {0: best.result.dispatches}, {0: _dispatch_times(best)}
     total = 1 + max([d.get("candidates", 0) for d in reports[0]] or [0])
     for k in range(1, total):
