@@ -10,6 +10,7 @@ Small constants (shapes, axes, scalars) stay in the graph: lowerings need their 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from onnx import numpy_helper
 from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
 from .onnx_functions import expand_function_ops
+from .onnx_narrow_types import widen_narrow_types
 from .onnx_rewrites import (decompose_contrib_ops, expand_reflect_pads, fold_shape_computations,
                             inline_known_ifs, trim_unused_conv_padding)
 from .tensor_spec import TensorSpec
@@ -148,6 +150,10 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     if functions:
         log.step(f"expanded {len(functions)} node(s) of ops torch-mlir cannot lower into their ONNX "
                  f"function bodies")
+    narrow_io, widened = widen_narrow_types(model)
+    if widened:
+        log.step(f"wrote {len(widened)} cast/quantize node(s) of 4-bit, 2-bit or 8-bit float types as "
+                 f"arithmetic on float32/int8 containers")
     inlined = inline_known_ifs(model)
     if inlined:
         name_nodes(model)
@@ -178,7 +184,7 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     for message in _reconcile_output_shapes(model, declared):
         log.warn(message)
     _name_computed_dims(model)
-    inputs, outputs = _interface(model, set(weights))
+    inputs, outputs = _interface(model, set(weights), narrow_io)
     return PreparedModel(model, name, sha256, inputs, outputs, weights, opset, upgraded_from,
                          _node_index(model))
 
@@ -384,12 +390,17 @@ def _infer_shapes(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
         raise ModelLoadError(f"model '{name}': ONNX shape inference failed: {e}") from None
 
 
-def _interface(model: onnx.ModelProto, weight_names: set[str]) -> tuple[list, list]:
+def _interface(model: onnx.ModelProto, weight_names: set[str], narrow_io: dict) -> tuple[list, list]:
+    """The specs of the model's inputs and outputs, with the declared dtype of those whose
+    values the compiled module carries in a container type (narrow_io)."""
     init_names = {i.name for i in model.graph.initializer}
-    inputs = [TensorSpec.from_value_info(vi) for vi in model.graph.input
-              if vi.name not in init_names and vi.name not in weight_names]
-    outputs = [TensorSpec.from_value_info(vi) for vi in model.graph.output]
-    return inputs, outputs
+
+    def spec(vi) -> TensorSpec:
+        s = TensorSpec.from_value_info(vi)
+        return dataclasses.replace(s, dtype=narrow_io[s.name]) if s.name in narrow_io else s
+
+    inputs = [spec(vi) for vi in model.graph.input if vi.name not in init_names and vi.name not in weight_names]
+    return inputs, [spec(vi) for vi in model.graph.output]
 
 
 def _node_index(model: onnx.ModelProto) -> dict[str, dict]:

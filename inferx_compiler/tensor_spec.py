@@ -9,6 +9,23 @@ import numpy as np
 
 Dim = Union[int, str]
 
+# Element types narrower than a byte, or 8-bit floats: a model's interface may use them, but
+# the compiled module carries their values in a wider container dtype that holds every value
+# exactly (onnx_narrow_types.py rewrites the graph; the runtime converts at the boundary).
+NARROW_CONTAINERS = {
+    "float8_e4m3fn": "float32", "float8_e4m3fnuz": "float32", "float8_e5m2": "float32",
+    "float8_e5m2fnuz": "float32", "float8_e8m0fnu": "float32", "float4_e2m1fn": "float32",
+    "int4": "int8", "int2": "int8", "uint4": "uint8", "uint2": "uint8",
+}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a TensorSpec dtype name (ml_dtypes' for bfloat16, float8, int4...)."""
+    if name in NARROW_CONTAINERS or name == "bfloat16":
+        import ml_dtypes  # noqa: F401 - registers the names with numpy
+
+    return np.dtype(name)
+
 
 @dataclass(frozen=True)
 class TensorSpec:

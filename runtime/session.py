@@ -8,7 +8,7 @@ import numpy as np
 
 from inferx_compiler.artifact import open_for_running
 from inferx_compiler.errors import ArtifactError
-from inferx_compiler.tensor_spec import TensorSpec
+from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dtype
 
 from .buffers import StagingBuffers, concat_padded, write_rows
 from .devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
@@ -163,8 +163,9 @@ class InferenceSession:
         """A call plan for this signature when results can land in reused output buffers."""
         key = _signature(feeds)
         if key is None or key in self._plans or any(a.dtype == np.bool_ for a in arrays) \
-                or self.device_spec.kind != "cpu":
-            return None  # (on GPUs the plan's mapped host views would be read before the copy)
+                or any(s.dtype in NARROW_CONTAINERS for s in self.inputs) or self.device_spec.kind != "cpu":
+            return None  # (on GPUs the plan's mapped host views would be read before the copy;
+            # a narrow input needs its conversion to the container, which the plan skips)
         shapes = [a.shape for a in arrays]
         _, into_invoker = self._invokers_for(shapes)
         outputs = self._output_signature(shapes)
@@ -307,6 +308,8 @@ def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
     arr = result.to_host() if hasattr(result, "to_host") else np.asarray(result)
     if arr.dtype.name == spec.dtype or spec.dtype == "bfloat16":
         return arr
+    if spec.dtype in NARROW_CONTAINERS:  # the module's container values are all representable
+        return arr.astype(numpy_dtype(spec.dtype))
     if spec.dtype == "bool":
         return arr.astype(np.bool_)
     want = np.dtype(spec.dtype)

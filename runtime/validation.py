@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from inferx_compiler.errors import InputValidationError
-from inferx_compiler.tensor_spec import TensorSpec
+from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec
 
 
 def validate_feeds(feeds: dict, specs: list[TensorSpec]) -> dict[str, np.ndarray]:
-    """Return the feeds as contiguous numpy arrays, in the manifest's order."""
+    """Return the feeds as contiguous numpy arrays, in the manifest's order; inputs of a narrow
+    type (int4, float8...) converted to the container type the module takes them in."""
     if not isinstance(feeds, dict):
         raise InputValidationError(f"inputs must be a dict of name -> array, got {type(feeds).__name__}")
     expected = [s.name for s in specs]
@@ -26,6 +27,8 @@ def validate_feeds(feeds: dict, specs: list[TensorSpec]) -> dict[str, np.ndarray
     for spec in specs:
         arr = np.asarray(feeds[spec.name])
         _check_one(spec, arr, dim_values)
+        if spec.dtype in NARROW_CONTAINERS:  # exact: the container holds every value
+            arr = arr.astype(NARROW_CONTAINERS[spec.dtype])
         arrays[spec.name] = np.asarray(arr, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     return arrays
 
