@@ -227,7 +227,7 @@ def _refuse_narrow_compute(node: onnx.NodeProto, types: dict) -> None:
     for a in node.attribute:
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                if _mentions_narrow_or_quantize(g) and _mentions_narrow(g):
+                if _mentions_narrow(g):
                     raise ModelLoadError(
                         f"node '{node.name}' (op_type={node.op_type}) has a subgraph with 4-bit, "
                         f"2-bit or 8-bit float values, which inferx does not take inside control flow")
@@ -236,7 +236,7 @@ def _refuse_narrow_compute(node: onnx.NodeProto, types: dict) -> None:
 def _mentions_narrow(graph: onnx.GraphProto) -> bool:
     infos = list(graph.input) + list(graph.output) + list(graph.value_info)
     return any(vi.type.tensor_type.elem_type in NARROW for vi in infos) or \
-        any(_narrow_attribute(n) for n in graph.node)
+        any(t.data_type in NARROW for t in graph.initializer) or any(_narrow_attribute(n) for n in graph.node)
 
 
 def _widened_constant(node: onnx.NodeProto) -> Optional[list]:

@@ -14,4 +14,6 @@ export PATH="$PWD/$VENV/bin:$PATH"
 unset PYTHONPATH
 inferx-licenses --extra test
 lit -v test/lit
-pytest -q test/e2e "$@"
+# One worker per core (pytest-xdist); a test file stays on one worker, so its module fixtures
+# are built once.
+pytest -q -n auto --dist loadfile test/e2e "$@"

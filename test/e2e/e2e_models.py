@@ -146,41 +146,62 @@ def transformer_block(seed=3, d=64, heads=4, seq=16, ffn=128, causal=False):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d])], inits)
 
 
+class _ConvChain:
+    """Conv (+ bias) + Relu layers appended to one node list, with seeded weights."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.inits, self.nodes = {}, []
+
+    def conv(self, name, x, cin, cout, k, stride=1, pad=0, dilation=1, group=1, bias=True):
+        self.inits[f"{name}_w"] = _w(self.rng, cout, cin // group, k, k, scale=1.0 / np.sqrt(cin // group * k * k))
+        ins = [x, f"{name}_w"]
+        if bias:
+            self.inits[f"{name}_b"] = _w(self.rng, cout, scale=0.1)
+            ins.append(f"{name}_b")
+        self.nodes.append(helper.make_node("Conv", ins, [f"{name}_c"], name=name, kernel_shape=[k, k],
+                                           strides=[stride, stride], pads=[pad] * 4,
+                                           dilations=[dilation, dilation], group=group))
+        self.nodes.append(helper.make_node("Relu", [f"{name}_c"], [f"{name}_r"], name=f"{name}_relu"))
+        return f"{name}_r"
+
+    def model(self, name, last, size, out_channels, out_size):
+        self.nodes.append(helper.make_node("Identity", [last], ["y"], name="out"))
+        return _model(self.nodes, name,
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out_channels, out_size,
+                                                                               out_size])], self.inits)
+
+
 def conv_zoo(seed=4, size=20):
     """One convolution of every kind the conv strategy pass decides on, chained: a 7x7 stride-2
     stem on 3 channels, 3x3 stride 1 with 5 -> 7 channels (not a multiple of any vector width),
     3x3 stride 2, 1x1 stride 1, 1x1 stride 2, a 3x3 stride-1 64 -> 64 conv (Winograd-sized),
     a dilated 3x3, a grouped 3x3, a depthwise 3x3, a residual add; bias on most, Relu between."""
-    rng = np.random.default_rng(seed)
-    n = helper.make_node
-    inits, nodes = {}, []
-
-    def conv(name, x, cin, cout, k, stride=1, pad=0, dilation=1, group=1, bias=True):
-        inits[f"{name}_w"] = _w(rng, cout, cin // group, k, k, scale=1.0 / np.sqrt(cin // group * k * k))
-        ins = [x, f"{name}_w"]
-        if bias:
-            inits[f"{name}_b"] = _w(rng, cout, scale=0.1)
-            ins.append(f"{name}_b")
-        nodes.append(n("Conv", ins, [f"{name}_c"], name=name, kernel_shape=[k, k], strides=[stride, stride],
-                       pads=[pad] * 4, dilations=[dilation, dilation], group=group))
-        nodes.append(n("Relu", [f"{name}_c"], [f"{name}_r"], name=f"{name}_relu"))
-        return f"{name}_r"
-
-    h = conv("stem7x7_s2", "x", 3, 5, 7, stride=2, pad=3)           # 20 -> 10
-    h = conv("c3x3_s1_odd", h, 5, 7, 3, pad=1)
-    h = conv("c3x3_s2", h, 7, 16, 3, stride=2, pad=1)                 # 10 -> 5
-    h = conv("c1x1_s1", h, 16, 64, 1, bias=False)
+    c = _ConvChain(seed)
+    h = c.conv("stem7x7_s2", "x", 3, 5, 7, stride=2, pad=3)           # 20 -> 10
+    h = c.conv("c3x3_s1_odd", h, 5, 7, 3, pad=1)
+    h = c.conv("c3x3_s2", h, 7, 16, 3, stride=2, pad=1)                 # 10 -> 5
+    h = c.conv("c1x1_s1", h, 16, 64, 1, bias=False)
     skip = h
-    h = conv("c3x3_s1_64", h, 64, 64, 3, pad=1)
-    nodes.append(n("Add", [h, skip], ["res"], name="residual"))
-    h = conv("c3x3_dilated", "res", 64, 32, 3, pad=2, dilation=2)
-    h = conv("c3x3_grouped", h, 32, 32, 3, pad=1, group=4)
-    h = conv("c3x3_depthwise", h, 32, 32, 3, pad=1, group=32)
-    h = conv("c1x1_s2", h, 32, 24, 1, stride=2)                       # 5 -> 3
-    nodes.append(n("Identity", [h], ["y"], name="out"))
-    return _model(nodes, "conv_zoo",
-                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 24, 3, 3])], inits)
+    h = c.conv("c3x3_s1_64", h, 64, 64, 3, pad=1)
+    c.nodes.append(helper.make_node("Add", [h, skip], ["res"], name="residual"))
+    h = c.conv("c3x3_dilated", "res", 64, 32, 3, pad=2, dilation=2)
+    h = c.conv("c3x3_grouped", h, 32, 32, 3, pad=1, group=4)
+    h = c.conv("c3x3_depthwise", h, 32, 32, 3, pad=1, group=32)
+    h = c.conv("c1x1_s2", h, 32, 24, 1, stride=2)                       # 5 -> 3
+    return c.model("conv_zoo", h, size, 24, 3)
+
+
+def small_conv_zoo(seed=4, size=20):
+    """Four of the zoo's kinds (the 7x7 stride-2 stem, 3x3 stride 2, a dilated 3x3, 1x1 stride
+    2): for tests that build a model many times (--tune)."""
+    c = _ConvChain(seed)
+    h = c.conv("stem7x7_s2", "x", 3, 5, 7, stride=2, pad=3)           # 20 -> 10
+    h = c.conv("c3x3_s2", h, 5, 16, 3, stride=2, pad=1)                 # 10 -> 5
+    h = c.conv("c3x3_dilated", h, 16, 16, 3, pad=2, dilation=2)
+    h = c.conv("c1x1_s2", h, 16, 8, 1, stride=2)                        # 5 -> 3
+    return c.model("small_conv_zoo", h, size, 8, 3)
 
 
 def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0):

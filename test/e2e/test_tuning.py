@@ -6,12 +6,11 @@ import hashlib
 import json
 import zipfile
 
-import numpy as np
 import onnx
 import pytest
 
 import inferx_compiler
-from e2e_models import conv_zoo, random_inputs
+from e2e_models import random_inputs, small_conv_zoo
 from helpers import onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.targets import get_target
@@ -28,7 +27,7 @@ def _check_numbers(onnx_path: str, artifact: str) -> None:
     assert rel_l2(got, onnxruntime_outputs(onnx_path, feeds)["y"]) <= 1e-4
 
 
-# The zoo with a batch-2 function: its transposes (to CNHW and back) are dispatches the CPU
+# The small conv zoo with a batch-2 function: its transposes (to CNHW and back) are dispatches the CPU
 # rules propose configurations for (at batch 1 every copy is fused into IREE's packing).
 ZOO_BATCHES = ("--batch-sizes", "1,2", "--no-measure")
 
@@ -36,7 +35,7 @@ ZOO_BATCHES = ("--batch-sizes", "1,2", "--no-measure")
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     root = tmp_path_factory.mktemp("tune")
-    onnx_path = save(conv_zoo(), root / "zoo.onnx")
+    onnx_path = save(small_conv_zoo(), root / "zoo.onnx")
     db, out = str(root / "zoo.tuning.json"), str(root / "tuned.ixa")
     assert compile_main([onnx_path, "--target", "cpu", *ZOO_BATCHES, "--tune", "--tuning-db", db, "-o", out, "-q"]) == 0
     return root, onnx_path, db, out
@@ -111,13 +110,13 @@ def test_explain_prints_decisions_and_dispatches(tuned, capfd):
 
 
 def test_tune_needs_the_build_machine_target(tmp_path, capfd):
-    path = save(conv_zoo(), tmp_path / "z.onnx")
+    path = save(small_conv_zoo(), tmp_path / "z.onnx")
     assert compile_main([path, "--target", "a100", "--tune", "-o", str(tmp_path / "z.ixa")]) != 0
     assert "--tune measures on the build machine: it needs --target cpu" in capfd.readouterr().err
 
 
 def test_missing_tuning_database_is_an_error(tmp_path, capfd):
-    path = save(conv_zoo(), tmp_path / "z.onnx")
+    path = save(small_conv_zoo(), tmp_path / "z.onnx")
     assert compile_main([path, "--target", "cpu", "--tuning-db", str(tmp_path / "none.json"),
                          "-o", str(tmp_path / "z.ixa")]) != 0
     assert "no such file (write one with --tune)" in capfd.readouterr().err
