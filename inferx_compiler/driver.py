@@ -54,7 +54,8 @@ def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
     model, digest = onnx_frontend.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
-                                     input_shapes=dict(options.input_shapes))
+                                     input_shapes=dict(options.input_shapes),
+                                     input_values=dict(options.input_values))
     return precision_plan_for(options, target, prepared, log)
 
 
@@ -71,7 +72,8 @@ def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, l
     target = check_request(options)
     prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"),
-                                     input_shapes=dict(options.input_shapes))
+                                     input_shapes=dict(options.input_shapes),
+                                     input_values=dict(options.input_values))
     dynamic_images = onnx_frontend.dynamic_spatial_nodes(prepared) if target.executable else []
     if dynamic_images:
         log.warn(f"{len(dynamic_images)} convolution/pool node(s) see dynamic image sizes "
@@ -126,6 +128,8 @@ def _compile_prepared(prepared, options: CompileOptions, target: Target, log: Bu
                          f"the dynamic function serves that batch")
     model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
                   "upgraded_from_opset": prepared.upgraded_from}
+    if prepared.fixed_inputs:  # --input-value: the runtime accepts these inputs only at these values
+        model_info["fixed_inputs"] = prepared.fixed_inputs
     return compile_linalg(module_op, ctx, target, options, log, model_info,
                            prepared.inputs, prepared.outputs, prepared.weights, specs)
 

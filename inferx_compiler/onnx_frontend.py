@@ -49,6 +49,7 @@ class PreparedModel:
     opset: int = 0
     upgraded_from: Optional[int] = None
     nodes: dict[str, dict] = field(default_factory=dict)  # node name -> op_type/domain/opset
+    fixed_inputs: dict = field(default_factory=dict)  # --input-value: name -> {dtype, shape, value}
 
 
 def load_model(path: str) -> tuple[onnx.ModelProto, str]:
@@ -94,6 +95,48 @@ def fix_input_shapes(model: onnx.ModelProto, shapes: dict, name: str = "model") 
     _forget_derived_shapes(model.graph)
 
 
+def fix_input_values(model: onnx.ModelProto, values: dict, name: str = "model") -> dict:
+    """Make the named graph inputs constants with these values (flat, in row-major order), so
+    that what depends on them (an `If` on a sample-rate input, a shape computed from a size
+    input) is known at compile time. Their dtype and shape are the input's; a 1-D input of
+    dynamic length takes the number of values given. Returns what the manifest records:
+    {name: {"dtype", "shape", "value"}}."""
+    inits = {i.name for i in model.graph.initializer}
+    inputs = {vi.name: vi for vi in model.graph.input if vi.name not in inits}
+    fixed = {}
+    for input_name, flat in values.items():
+        if input_name not in inputs:
+            raise ModelLoadError(f"--input-value {input_name}: model '{name}' has no input '{input_name}' "
+                                 f"(its inputs: {', '.join(inputs)})")
+        vi = inputs[input_name]
+        spec = TensorSpec.from_value_info(vi)
+        if spec.dtype not in _FIXABLE_DTYPES:
+            raise ModelLoadError(f"--input-value {input_name}: input '{input_name}' is {spec.dtype}; only "
+                                 f"numeric and bool inputs can be fixed")
+        shape = list(spec.shape)
+        if len(shape) == 1 and isinstance(shape[0], str):
+            shape = [len(flat)]
+        if any(isinstance(d, str) for d in shape):
+            raise ModelLoadError(f"--input-value {input_name}: input '{input_name}' has dynamic dims "
+                                 f"{spec.format_shape()}; fix them with --input-shape first")
+        if int(np.prod(shape, dtype=np.int64)) != len(flat):
+            raise ModelLoadError(f"--input-value {input_name}: {len(flat)} value(s) given, but input "
+                                 f"'{input_name}' {spec.format_shape()} holds {int(np.prod(shape, dtype=np.int64))}")
+        array = np.array(flat, dtype=np.float64).astype(spec.dtype).reshape(shape)
+        if not np.array_equal(array.astype(np.float64).ravel(), np.array(flat, np.float64)):
+            raise ModelLoadError(f"--input-value {input_name}: {list(flat)} is not representable as {spec.dtype}")
+        model.graph.initializer.append(numpy_helper.from_array(array, input_name))
+        model.graph.input.remove(vi)
+        fixed[input_name] = {"dtype": spec.dtype, "shape": shape, "value": array.ravel().tolist()}
+    if fixed:
+        _forget_derived_shapes(model.graph)
+    return fixed
+
+
+_FIXABLE_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                   "float16", "float32", "float64")
+
+
 def _forget_derived_shapes(graph) -> None:
     """After inputs change shape, the shapes the exporter declared for intermediate values and
     the outputs' dynamic dims are stale: shape inference derives them again."""
@@ -135,13 +178,18 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
-            externalize_weights: bool = True, input_shapes: Optional[dict] = None) -> PreparedModel:
+            externalize_weights: bool = True, input_shapes: Optional[dict] = None,
+            input_values: Optional[dict] = None) -> PreparedModel:
     """Everything done to the ONNX proto before torch-mlir sees it. `input_shapes`
-    ({input: (d0, d1, ...)}, --input-shape) fixes those inputs' shapes first."""
+    ({input: (d0, d1, ...)}, --input-shape) fixes those inputs' shapes first, `input_values`
+    ({input: (v0, v1, ...)}, --input-value) makes those inputs constants."""
     _check_structure(model, name)
     if input_shapes:
         fix_input_shapes(model, input_shapes, name)
         log.step("fixed input shapes: " + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in input_shapes.items()))
+    fixed = fix_input_values(model, input_values, name) if input_values else {}
+    if fixed:
+        log.step("fixed input values: " + ", ".join(f"{k}={_format_values(v['value'])}" for k, v in fixed.items()))
     name_nodes(model)
     decomposed = decompose_contrib_ops(model)
     if decomposed:
@@ -154,11 +202,9 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     if widened:
         log.step(f"wrote {len(widened)} cast/quantize node(s) of 4-bit, 2-bit or 8-bit float types as "
                  f"arithmetic on float32/int8 containers")
-    inlined = inline_known_ifs(model)
+    inlined, folded = _inline_and_fold(model)
     if inlined:
-        name_nodes(model)
         log.step(f"inlined {len(inlined)} If node(s) whose conditions are known at compile time")
-    folded = fold_shape_computations(model)
     if folded:
         log.step(f"folded {len(folded)} shape computation node(s) to constants")
     expanded = expand_reflect_pads(model)
@@ -186,7 +232,29 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     _name_computed_dims(model)
     inputs, outputs = _interface(model, set(weights), narrow_io)
     return PreparedModel(model, name, sha256, inputs, outputs, weights, opset, upgraded_from,
-                         _node_index(model))
+                         _node_index(model), fixed)
+
+
+def _format_values(values: list) -> str:
+    shown = ",".join(str(v) for v in values[:8])
+    return shown + (f",... ({len(values)} values)" if len(values) > 8 else "")
+
+
+def _inline_and_fold(model: onnx.ModelProto, rounds: int = 4) -> tuple[list, list]:
+    """Inline the Ifs whose conditions are known and fold shape computations, again while an
+    If is left and the last round changed something: folding the shape arithmetic of a branch
+    just inlined (a Pad's pads) makes shapes static, and with them nested Ifs' conditions."""
+    inlined, folded = [], []
+    for _ in range(rounds):
+        new_inlined = inline_known_ifs(model)
+        if new_inlined:
+            name_nodes(model)
+        new_folded = fold_shape_computations(model)
+        inlined += new_inlined
+        folded += new_folded
+        if not (new_inlined or new_folded) or not any(n.op_type == "If" for n in model.graph.node):
+            break
+    return inlined, folded
 
 
 def specialize(prepared: PreparedModel, dims: dict[str, int]) -> onnx.ModelProto:

@@ -23,20 +23,26 @@ import onnx
 from onnx import numpy_helper
 
 MAX_FOLD_ELEMENTS = 4096
+MAX_INLINE_ROUNDS = 8
 _FOLDABLE = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor",
              "Cast", "Gather", "Slice", "Concat", "Squeeze", "Unsqueeze", "Reshape", "Add", "Sub", "Mul",
              "Div", "Mod", "Neg", "Abs", "Min", "Max", "Size", "ConstantOfShape", "Range", "Identity",
-             "ReduceProd", "ReduceSum", "Where", "Expand", "Flatten"}
+             "ReduceProd", "ReduceSum", "Where", "Expand", "Flatten", "Transpose"}
 
 
 def inline_known_ifs(model: onnx.ModelProto) -> list[str]:
-    """Inline every If whose condition is known; returns the names of the Ifs inlined."""
-    if not _has_if(model.graph):
-        return []
-    shapes = _static_shapes(model)
+    """Inline every If whose condition is known; returns the names of the Ifs inlined. Rounds
+    repeat while they inline something: shape inference over a branch once inlined can make
+    the conditions of the Ifs nested in it known."""
     opset = _default_opset(model)
     inlined: list[str] = []
-    _inline_in_graph(model.graph, {}, shapes, opset, inlined)
+    for _ in range(MAX_INLINE_ROUNDS):
+        before = len(inlined)
+        if not _has_if(model.graph):
+            break
+        _inline_in_graph(model.graph, {}, _static_shapes(model), opset, inlined)
+        if len(inlined) == before:
+            break
     return inlined
 
 

@@ -26,6 +26,7 @@ class CompileOptions:
     extra_iree_flags: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = ()
     input_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # --input-shape NAME=D0,D1,...
+    input_values: tuple[tuple[str, tuple[float, ...]], ...] = ()  # --input-value NAME=V0,V1,...
     measure_buckets: bool = True
     dynamic_only: bool = False  # no static-shape functions (see specialization.py)
     conv_algorithms: str = "auto"  # inferx-conv-strategy's choice: auto, none, or a list

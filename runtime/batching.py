@@ -45,7 +45,7 @@ from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClo
                           QueueFullError, RequestTimeoutError)
 from .buffers import concat_padded
 from .interpreter import tune_for_serving
-from .validation import validate_feeds
+from .validation import strip_fixed_inputs, validate_feeds
 
 __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
            "QueueFullError", "RequestTimeoutError"]
@@ -119,8 +119,10 @@ class DynamicBatcher:
                  config: BatchingConfig = BatchingConfig(), *, buckets: tuple[int, ...] = (),
                  clock: Clock = None, start: bool = True, name: str = "batcher",
                  gather: Optional[GatherRunner] = None, default_pipeline_depth: int = 1,
-                 instance_runs: Optional[list[Callable[[dict], dict]]] = None):
+                 instance_runs: Optional[list[Callable[[dict], dict]]] = None,
+                 fixed_inputs: Optional[dict] = None):
         self.inputs = inputs
+        self._fixed = fixed_inputs or {}  # --input-value inputs: accepted at their values, dropped
         self._names = tuple(s.name for s in inputs)
         # Inputs that do not all lead with one dynamic dim cannot share a batch: each request then
         # runs alone, through the same queue (priorities, timeouts, bounded size) and threads.
@@ -173,10 +175,13 @@ class DynamicBatcher:
         one of them, gathered into that instance's input buffers."""
         depth = 2 if sessions[0].device_spec.kind == "cuda" else 1
         return cls(sessions[0].run, sessions[0].inputs, config, gather=_instances_runner(sessions),
-                   default_pipeline_depth=depth, instance_runs=[s.run for s in sessions], **kw)
+                   default_pipeline_depth=depth, instance_runs=[s.run for s in sessions],
+                   fixed_inputs=getattr(sessions[0], "fixed_inputs", None), **kw)
 
     # -- submitting ---------------------------------------------------------------------
     def _request(self, feeds: dict, priority: int, timeout_s: Optional[float]) -> PendingRequest:
+        if self._fixed:
+            feeds = strip_fixed_inputs(feeds, self._fixed)
         arrays, rows, shape_key = self._check(feeds)
         timeout_s = timeout_s if timeout_s is not None else self.config.default_timeout_s
         now = self.clock.monotonic()

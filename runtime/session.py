@@ -13,7 +13,7 @@ from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dty
 from .buffers import StagingBuffers, concat_padded, write_rows
 from .devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
                       hal_device, parse_device)
-from .validation import validate_feeds
+from .validation import strip_fixed_inputs, validate_feeds
 
 
 class InferenceSession:
@@ -36,6 +36,9 @@ class InferenceSession:
         self._module = rt.VmModule.copy_buffer(self._instance, self.artifact.member_view(m.module))
         modules.append(self._module)
         self._context = rt.VmContext(self._instance, modules=modules)
+        # --input-value: inputs built in as constants; run() accepts them at those values only
+        self.fixed_inputs = {name: np.array(f["value"], numpy_dtype(f["dtype"])).reshape(f["shape"])
+                             for name, f in (m.model.get("fixed_inputs") or {}).items()}
         self._invoker = self._function_invoker(rt, m.entry_function, required=True)
         self._into_invoker = self._output_entry(rt, m.output_entry_function)
         # Static-shape functions (specialization.py): (dims, invoker, output-entry invoker).
@@ -120,6 +123,8 @@ class InferenceSession:
         return self.outputs
 
     def run(self, feeds: dict) -> dict[str, np.ndarray]:
+        if self.fixed_inputs:
+            feeds = strip_fixed_inputs(feeds, self.fixed_inputs)
         key = _signature(feeds) if type(feeds) is dict else None
         plan = self._plans.get(key)
         if plan is not None:

@@ -53,3 +53,21 @@ def _check_one(spec: TensorSpec, arr: np.ndarray, dim_values: dict) -> None:
                 f"input '{spec.name}': dynamic dim '{want}' is {got} here but {size} in input '{other}'")
         else:
             dim_values.setdefault(want, (got, spec.name))
+
+
+def strip_fixed_inputs(feeds: dict, fixed: dict) -> dict:
+    """`feeds` without the inputs the artifact was built with fixed (--input-value): a caller may
+    still pass them, but only at the values they were fixed to."""
+    if not fixed or not isinstance(feeds, dict) or not any(name in feeds for name in fixed):
+        return feeds
+    kept = dict(feeds)
+    for name, value in fixed.items():
+        if name not in kept:
+            continue
+        given = np.asarray(kept.pop(name))
+        if given.shape != value.shape or not np.array_equal(given, value):
+            shown = value.ravel().tolist()
+            raise InputValidationError(
+                f"input '{name}' was fixed to {shown if value.size > 1 else shown[0]} when this artifact was "
+                f"built (--input-value), got {given.ravel().tolist()[:8]}; rebuild with that value to use it")
+    return kept

@@ -72,6 +72,22 @@ def _input_shapes(ctx, param, values) -> tuple:
     return tuple(shapes.items())
 
 
+def _input_values(ctx, param, values) -> tuple:
+    fixed = {}
+    for text in values:
+        name, _, flat = text.partition("=")
+        try:
+            numbers = tuple(float(v) for v in flat.split(","))
+        except ValueError:
+            numbers = ()
+        if not name or not numbers:
+            raise click.BadParameter(f"expected NAME=V0,V1,... (numbers), got '{text}'", ctx=ctx, param=param)
+        if name in fixed:
+            raise click.BadParameter(f"input '{name}' given twice", ctx=ctx, param=param)
+        fixed[name] = numbers
+    return tuple(fixed.items())
+
+
 def _optional_passes(ctx, param, value):
     unknown = [p for p in value if p not in OPTIONAL_PASSES]
     if unknown:
@@ -128,6 +144,11 @@ def _conv_algorithms_option(ctx, param, value):
               callback=lambda ctx, param, value: _input_shapes(ctx, param, value),
               help="compile with this input's shape fixed (repeatable, one per input): dynamic dims "
                    "IREE cannot keep dynamic (convolutions over dynamic image sizes) become static")
+@click.option("--input-value", "input_values", multiple=True, metavar="NAME=V0,V1,...",
+              callback=lambda ctx, param, value: _input_values(ctx, param, value),
+              help="compile with this input fixed to these values (repeatable): control flow and "
+                   "shapes that depend on it (a sample-rate input choosing a branch) are resolved at "
+                   "compile time; the artifact no longer takes the input, and refuses other values")
 @click.option("--dynamic-only", is_flag=True,
               help="compile only the dynamic-shape function (by default a static-shape function "
                    "is added per batch size: batch 1, or each of --batch-sizes)")
@@ -200,27 +221,29 @@ def _check_usage(args) -> None:
     if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
         raise click.BadParameter(f"{args.tuning_db}: no such file (write one with --tune)",
                                  param_hint="'--tuning-db'")
-    if args.input_shapes and args.model:
-        _check_input_shapes(args.model, dict(args.input_shapes))
+    if (args.input_shapes or args.input_values) and args.model:
+        _check_input_shapes(args.model, dict(args.input_shapes), dict(args.input_values))
     if args.batch_sizes and args.model and not args.input_shapes:
         _check_batch_dim(args.model)
 
 
-def _check_input_shapes(model: str, shapes: dict) -> None:
-    """--input-shape names real inputs with their rank: checked on the ONNX graph before any work."""
+def _check_input_shapes(model: str, shapes: dict, values: dict) -> None:
+    """--input-shape and --input-value name real inputs with their rank and size: checked on the
+    ONNX graph before any work."""
     import onnx
 
     from inferx_compiler.errors import ModelLoadError
-    from inferx_compiler.onnx_frontend import fix_input_shapes
+    from inferx_compiler.onnx_frontend import fix_input_shapes, fix_input_values
 
     try:
         proto = onnx.load(model, load_external_data=False)
     except Exception:
         return  # the compile itself reports an unreadable model
-    try:
-        fix_input_shapes(proto, shapes, os.path.basename(model))
-    except ModelLoadError as e:
-        raise click.BadParameter(str(e).removeprefix("--input-shape "), param_hint="'--input-shape'") from None
+    for flag, fix, given in (("--input-shape", fix_input_shapes, shapes), ("--input-value", fix_input_values, values)):
+        try:
+            fix(proto, given, os.path.basename(model))
+        except ModelLoadError as e:
+            raise click.BadParameter(str(e).removeprefix(flag + " "), param_hint=f"'{flag}'") from None
 
 
 def _check_batch_dim(model: str) -> None:
@@ -247,6 +270,7 @@ def _work(args) -> int:
     options = CompileOptions(target=args.target, emit=args.emit, precision=args.precision,
                              extra_iree_flags=tuple(args.iree_flag),
                              batch_sizes=args.batch_sizes, input_shapes=args.input_shapes,
+                             input_values=args.input_values,
                              measure_buckets=not args.no_measure, dynamic_only=args.dynamic_only,
                              conv_algorithms=args.conv_algorithms,
                              tuning_db=args.tuning_db, fuse_attention=args.fuse_attention,

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import inferx_compiler
 from helpers import onnxruntime_outputs, save
 from inferx_compiler.artifact import Artifact
+from inferx_compiler.errors import InputValidationError
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.cli.compile import main as compile_main
 
@@ -321,3 +322,77 @@ def _onnx_copy(model):
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return copy
+
+
+def _rate_switched_model():
+    """Silero-VAD-like control flow: an If on a sample-rate input picks the branch; inside it,
+    a second If tests a dim of a padded tensor whose pads come from constant arithmetic
+    (Transpose, Reshape): its condition is known only once the first If is inlined and the
+    pads folded."""
+    pads = numpy_helper.from_array(np.array([[0, 1], [0, 1]], np.int64), "pads_2x2")
+    inner_then = helper.make_graph([helper.make_node("Mul", ["xp", "two"], ["yt"], name="times_two")],
+                                   "inner_then", [], [helper.make_tensor_value_info("yt", F, None)],
+                                   initializer=[numpy_helper.from_array(np.float32(2), "two")])
+    inner_else = helper.make_graph([helper.make_node("Mul", ["xp", "three"], ["ye"], name="times_three")],
+                                   "inner_else", [], [helper.make_tensor_value_info("ye", F, None)],
+                                   initializer=[numpy_helper.from_array(np.float32(3), "three")])
+    n = helper.make_node
+    then_branch = helper.make_graph([
+        n("Transpose", ["pads_2x2"], ["pads_t"], name="pads_transpose", perm=[1, 0]),
+        n("Reshape", ["pads_t", "flat"], ["pads"], name="pads_flat"),
+        n("Pad", ["x", "pads"], ["xp"], name="pad"),
+        n("Shape", ["xp"], ["xp_shape"], name="xp_shape"),
+        n("Gather", ["xp_shape", "one"], ["width"], name="width", axis=0),
+        n("Equal", ["width", "seven"], ["is_seven"], name="is_seven"),
+        n("If", ["is_seven"], ["y_16k"], name="inner_if", then_branch=inner_then, else_branch=inner_else),
+    ], "then", [], [helper.make_tensor_value_info("y_16k", F, None)],
+        initializer=[pads, numpy_helper.from_array(np.array([4], np.int64), "flat"),
+                     numpy_helper.from_array(np.int64(1), "one"), numpy_helper.from_array(np.int64(7), "seven")])
+    else_branch = helper.make_graph([n("Neg", ["x"], ["y_8k"], name="negate")], "else", [],
+                                    [helper.make_tensor_value_info("y_8k", F, None)])
+    nodes = [n("Equal", ["sr", "rate_16k"], ["is_16k"], name="is_16k"),
+             n("If", ["is_16k"], ["y"], name="rate_if", then_branch=then_branch, else_branch=else_branch)]
+    return _model(nodes, [helper.make_tensor_value_info("x", F, [1, "n"]),
+                          helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                  [helper.make_tensor_value_info("y", F, None)],
+                  [numpy_helper.from_array(np.int64(16000), "rate_16k")])
+
+
+def test_input_value_resolves_control_flow_on_a_rate_input(tmp_path):
+    from inferx_compiler.log import BuildLog
+    from inferx_compiler.onnx_frontend import prepare
+
+    prepared = prepare(_rate_switched_model(), name="rate", sha256="", log=BuildLog(quiet=True),
+                       input_shapes={"x": (1, 6)}, input_values={"sr": (16000,)})
+    ops = [n.op_type for n in prepared.proto.graph.node]
+    assert "If" not in ops and "Transpose" not in ops, ops  # both Ifs inlined, the pads folded
+    path = save(_rate_switched_model(), tmp_path / "rate.onnx")
+    out = tmp_path / "rate.ixa"
+    assert compile_main([path, "--target", "cpu", "--input-shape", "x=1,6", "--input-value", "sr=16000",
+                         "-o", str(out), "-q"]) == 0
+    manifest = Artifact(str(out)).manifest
+    assert [s.name for s in manifest.inputs] == ["x"]
+    assert manifest.model["fixed_inputs"] == {"sr": {"dtype": "int64", "shape": [], "value": [16000]}}
+    session = inferx_compiler.load(str(out))
+    x = np.random.default_rng(0).standard_normal((1, 6)).astype(np.float32)
+    want = onnxruntime_outputs(path, {"x": x, "sr": np.array(16000, np.int64)})["y"]
+    assert want.shape == (2, 7)
+    np.testing.assert_allclose(session.run({"x": x})["y"], want, rtol=1e-6)
+    np.testing.assert_allclose(session.run({"x": x, "sr": np.array(16000)})["y"], want, rtol=1e-6)
+    with pytest.raises(InputValidationError, match="input 'sr' was fixed to 16000 when this artifact was built"):
+        session.run({"x": x, "sr": np.array(8000)})
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("rate=16000", "has no input 'rate' (its inputs: x, sr)"),
+    ("sr=1,2", "2 value(s) given, but input 'sr' [] holds 1"),
+    ("sr=16000.5", "[16000.5] is not representable as int64"),
+    ("sr=fast", "expected NAME=V0,V1,... (numbers)"),
+])
+def test_input_value_errors_name_the_input(tmp_path, flag, message):
+    path = save(_rate_switched_model(), tmp_path / "rate.onnx")
+    proc = subprocess.run(python_entry("inferx_compiler.cli.compile") +
+                          [path, "--target", "cpu", "--input-value", flag, "-o", str(tmp_path / "r.ixa")],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
