@@ -43,6 +43,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from .errors import ModelLoadError
+from .onnx_rewrites import replace_nodes
 
 F32 = TensorProto.FLOAT
 
@@ -96,17 +97,7 @@ def widen_narrow_types(model: onnx.ModelProto) -> tuple[dict[str, str], list[str
     types = facts.types
     interface = {vi.name: _dtype_name(types[vi.name]) for vi in list(graph.input) + list(graph.output)
                  if types.get(vi.name) in NARROW}
-    rewritten: list[str] = []
-    nodes = []
-    for node in graph.node:
-        replacement = _rewrite(node, facts)
-        if replacement is None:
-            nodes.append(node)
-        else:
-            nodes += replacement
-            rewritten.append(node.name)
-    del graph.node[:]
-    graph.node.extend(nodes)
+    rewritten = replace_nodes(graph, lambda node: _rewrite(node, facts))
     _retype(graph)
     return interface, rewritten
 

@@ -117,9 +117,15 @@ def expand_reflect_pads(model: onnx.ModelProto) -> list[str]:
     constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
     constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node
                       if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    return replace_nodes(graph, lambda node: _expand_pad(node, shapes, constants, graph))
+
+
+def replace_nodes(graph: onnx.GraphProto, rewrite) -> list[str]:
+    """Replace, in order, each node for which `rewrite(node)` returns a node list (None: keep
+    the node); returns the names of the nodes replaced."""
     rewritten, out = [], []
     for node in graph.node:
-        replacement = _expand_pad(node, shapes, constants, graph)
+        replacement = rewrite(node)
         if replacement is None:
             out.append(node)
         else:

@@ -56,36 +56,29 @@ def _batch_sizes(ctx, param, value):
         raise click.BadParameter(str(e), ctx=ctx, param=param) from None
 
 
-def _input_shapes(ctx, param, values) -> tuple:
-    shapes = {}
+def _named_lists(ctx, param, values, convert, what: str, valid=lambda xs: True) -> tuple:
+    """NAME=X0,X1,... options (repeatable, one per name) -> ((name, (x0, x1, ...)), ...)."""
+    parsed = {}
     for text in values:
-        name, _, dims = text.partition("=")
+        name, _, items = text.partition("=")
         try:
-            shape = tuple(int(d) for d in dims.split(","))
+            xs = tuple(convert(x) for x in items.split(","))
         except ValueError:
-            shape = ()
-        if not name or not shape or min(shape) < 0:
-            raise click.BadParameter(f"expected NAME=D0,D1,... (whole numbers), got '{text}'", ctx=ctx, param=param)
-        if name in shapes:
+            xs = ()
+        if not name or not xs or not valid(xs):
+            raise click.BadParameter(f"expected NAME={what}, got '{text}'", ctx=ctx, param=param)
+        if name in parsed:
             raise click.BadParameter(f"input '{name}' given twice", ctx=ctx, param=param)
-        shapes[name] = shape
-    return tuple(shapes.items())
+        parsed[name] = xs
+    return tuple(parsed.items())
+
+
+def _input_shapes(ctx, param, values) -> tuple:
+    return _named_lists(ctx, param, values, int, "D0,D1,... (whole numbers)", lambda dims: min(dims) >= 0)
 
 
 def _input_values(ctx, param, values) -> tuple:
-    fixed = {}
-    for text in values:
-        name, _, flat = text.partition("=")
-        try:
-            numbers = tuple(float(v) for v in flat.split(","))
-        except ValueError:
-            numbers = ()
-        if not name or not numbers:
-            raise click.BadParameter(f"expected NAME=V0,V1,... (numbers), got '{text}'", ctx=ctx, param=param)
-        if name in fixed:
-            raise click.BadParameter(f"input '{name}' given twice", ctx=ctx, param=param)
-        fixed[name] = numbers
-    return tuple(fixed.items())
+    return _named_lists(ctx, param, values, float, "V0,V1,... (numbers)")
 
 
 def _optional_passes(ctx, param, value):
