@@ -20,7 +20,7 @@ sys.path.insert(0, CONF_DIR)
 
 import harness  # noqa: E402
 
-SAMPLE_SIZE = int(os.environ.get("INFERX_CONFORMANCE_SAMPLE", "300"))
+SAMPLE_SIZE = int(os.environ.get("INFERX_CONFORMANCE_SAMPLE", "200"))
 JOBS = int(os.environ.get("INFERX_CONFORMANCE_JOBS", "2"))
 CASE_TIMEOUT = 180.0
 
