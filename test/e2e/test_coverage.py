@@ -396,3 +396,36 @@ def test_input_value_errors_name_the_input(tmp_path, flag, message):
                           capture_output=True, text=True)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_batched_requests_may_carry_a_fixed_input(tmp_path):
+    """The batcher (what inferx-serve runs) takes a fixed input at its value and drops it, and
+    refuses another value; rows still batch together."""
+    from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher
+
+    n = helper.make_node
+    then_branch = helper.make_graph([n("Mul", ["x", "two"], ["yt"], name="times_two")], "then", [],
+                                    [helper.make_tensor_value_info("yt", F, None)],
+                                    initializer=[numpy_helper.from_array(np.float32(2), "two")])
+    else_branch = helper.make_graph([n("Neg", ["x"], ["ye"], name="negate")], "else", [],
+                                    [helper.make_tensor_value_info("ye", F, None)])
+    model = _model([n("Equal", ["sr", "rate_16k"], ["is_16k"], name="is_16k"),
+                    n("If", ["is_16k"], ["y"], name="rate_if", then_branch=then_branch, else_branch=else_branch)],
+                   [helper.make_tensor_value_info("x", F, ["batch", 4]),
+                    helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                   [helper.make_tensor_value_info("y", F, ["batch", 4])],
+                   [numpy_helper.from_array(np.int64(16000), "rate_16k")])
+    path = save(model, tmp_path / "rate_batch.onnx")
+    out = tmp_path / "rate_batch.ixa"
+    assert compile_main([path, "--target", "cpu", "--input-value", "sr=16000", "-o", str(out), "-q"]) == 0
+    session = inferx_compiler.load(str(out))
+    batcher = DynamicBatcher.for_session(session, BatchingConfig(max_batch_size=4, max_queue_delay_us=20_000))
+    try:
+        x = np.arange(8, dtype=np.float32).reshape(2, 4)
+        futures = [batcher.submit({"x": x[i:i + 1], "sr": np.array(16000)}) for i in range(2)]
+        got = np.concatenate([f.result(timeout=30)["y"] for f in futures])
+        np.testing.assert_array_equal(got, x * 2)
+        with pytest.raises(InputValidationError, match="input 'sr' was fixed to 16000"):
+            batcher.run({"x": x[:1], "sr": np.array(44100)})
+    finally:
+        batcher.close()
