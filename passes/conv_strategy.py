@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .iree_ir import generic, zeros
+from .iree_ir import generic, plain_matmul, zeros
 from .linalg_analysis import collect, is_convolution_op
 from .remarks import remark
 
@@ -231,7 +231,7 @@ def _rewrite_as_matmul(op, taps: bool) -> None:
     filter: IREE's CUDA code for the latter was wrong on an H200, 2026-12-01) and the result is
     transposed back to NCHW while the init is added."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg, tensor
+    from iree.compiler.dialects import tensor
 
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     s = conv_shape(op)
@@ -247,12 +247,12 @@ def _rewrite_as_matmul(op, taps: bool) -> None:
         col = _columns(x, s, taps)
         if s.n == 1:
             acc1 = tensor.CollapseShapeOp(ir.RankedTensorType.get([s.f, p], acc_t), acc, [[0, 1], [2]]).result
-            product = linalg.matmul(w2, col, outs=[acc1])
+            product = plain_matmul(w2, col, acc1)
             out = tensor.ExpandShapeOp(ir.RankedTensorType.get([1, s.f, p], acc_t), product,
                                        [[0, 1], [2]], [], [1, s.f, p]).result
         else:
             zero = zeros([s.f, s.n * p], acc_t)
-            product = linalg.matmul(w2, col, outs=[zero])
+            product = plain_matmul(w2, col, zero)
             product = tensor.ExpandShapeOp(ir.RankedTensorType.get([s.f, s.n, p], acc_t), product,
                                            [[0], [1, 2]], [], [s.f, s.n, p]).result
             out = _to_nchw_plus(product, acc)

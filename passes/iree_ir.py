@@ -42,3 +42,19 @@ def zeros(shape: Sequence[int], element_type):
              else ir.IntegerAttr.get(element_type, 0))
     zero = arith.ConstantOp(element_type, value).result
     return linalg.fill(zero, outs=[tensor.EmptyOp(list(shape), element_type).result])
+
+
+def plain_matmul(lhs, rhs, init):
+    """`linalg.matmul` of lhs [M, K] and rhs [K, N] into init [M, N], with its indexing maps
+    set as the parser sets them. The Python op DSL leaves the optional `indexing_maps`
+    property empty, and IREE 3.13 crashes on such a matmul in some graphs (SIGSEGV compiling
+    to executable-sources: a 1x1 convolution fed by a transpose, PP-OCRv4's recognizer);
+    the same IR printed and parsed again, which fills the maps, compiles."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    result = linalg.matmul(lhs, rhs, outs=[init])
+    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
+    maps = [ir.AffineMap.get(3, 0, exprs) for exprs in ([d0, d2], [d2, d1], [d0, d1])]
+    result.owner.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
+    return result

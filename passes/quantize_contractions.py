@@ -58,7 +58,7 @@ from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
 
 from .base import PassFailure, TargetedPass
 from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
-from .iree_ir import defining_op, generic
+from .iree_ir import defining_op, generic, plain_matmul
 from .linalg_analysis import collect
 from .remarks import remark
 
@@ -196,13 +196,12 @@ def int8_product(xq, wq):
     """(acc[m, n] = sum_k xq[m, k] * wq[k, n], colsum[n] = sum_k wq[k, n]), both i32. The column
     sums depend on the weight alone: IREE computes them once, at load."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg
 
     i32 = ir.IntegerType.get_signless(32)
     init = _filled([_dim(xq, 0), wq.type.shape[1]], i32, 0)
     colsum = generic([wq], _filled([wq.type.shape[1]], i32, 0), _maps(2, (0, 1), (1,)),
                      ["reduction", "parallel"], lambda b: _widen_add(b, i32))
-    return linalg.matmul(xq, wq, outs=[init]), colsum
+    return plain_matmul(xq, wq, init), colsum
 
 
 def int4_as_int8(wq4, s4):
@@ -287,14 +286,14 @@ def weight_only_product(x, wq, scale, y0, k_inner: bool):
     """y0 + truncf(x) . dequantize(wq) as one f16 x f16 -> f32 linalg.matmul (int4: the
     dequantized [K/G, G, N] weight collapsed to [K, N])."""
     from iree.compiler import ir
-    from iree.compiler.dialects import linalg, tensor
+    from iree.compiler.dialects import tensor
 
     x16, w16 = to_f16(x), dequantize_f16(wq, scale, k_inner)
     if wq.type.rank == 3:
         groups, size, n = w16.type.shape
         w16 = tensor.CollapseShapeOp(ir.RankedTensorType.get([groups * size, n], ir.F16Type.get()), w16,
                                      [[0, 1], [2]]).result
-    return linalg.matmul(x16, w16, outs=[y0])
+    return plain_matmul(x16, w16, y0)
 
 
 def rows_are_tokens(x) -> bool:

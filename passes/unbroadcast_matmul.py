@@ -35,7 +35,7 @@ from typing import ClassVar, Optional
 from inferx_compiler.dialects.inferx import PRECISION_ATTR
 
 from .base import ModulePass
-from .iree_ir import defining_op, generic
+from .iree_ir import defining_op, generic, plain_matmul
 from .linalg_analysis import collect, indexing_maps
 from .remarks import remark
 
@@ -126,7 +126,7 @@ def _apply_cast(value, cast: tuple):
 def rewrite(matmul, shared: SharedOperand) -> None:
     """batch_matmul(x[B,M,K], broadcast(w)) into y0 -> expand(matmul(x[B*M,K], w) into y0[B*M,N])."""
     from iree.compiler import ir
-    from iree.compiler.dialects import arith, linalg, tensor
+    from iree.compiler.dialects import arith, tensor
 
     x, old_rhs, init = matmul.operands[0], matmul.operands[1], matmul.operands[2]
     with ir.InsertionPoint(matmul), matmul.location:
@@ -141,7 +141,7 @@ def rewrite(matmul, shared: SharedOperand) -> None:
         acc_t = init.type.element_type
         init2 = tensor.CollapseShapeOp(ir.RankedTensorType.get([rows, init.type.shape[2]], acc_t),
                                        init, [[0, 1], [2]]).result
-        product = linalg.matmul(x2, weight, outs=[init2])
+        product = plain_matmul(x2, weight, init2)
         if PRECISION_ATTR in matmul.attributes:  # a decision for a later pass travels with the op
             defining_op(product).attributes[PRECISION_ATTR] = matmul.attributes[PRECISION_ATTR]
         sizes = [tensor.dim(init, arith.constant(ir.IndexType.get(), i)) if s == dyn else None

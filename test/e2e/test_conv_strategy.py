@@ -105,3 +105,25 @@ def test_cuda_window_copies_get_the_rule_configuration(tmp_path):
     assert all(sources["rule"][k][1] == "linalg.generic" for k in ruled)
     assert all(src == "IREE" for src, _, kind in sources["rule"].values() if kind == "contraction")
     assert all(src != "rule" for src, _, _ in sources["off"].values())
+
+
+def test_pointwise_conv_fed_by_a_transpose_compiles(tmp_path):
+    """PP-OCRv4's recognizer: Reshape -> Transpose -> 1x1 Conv. The pass's matmul for it once
+    lacked the indexing maps the parser fills in, and IREE 3.13 crashed (SIGSEGV) compiling it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((48, 24, 1, 1)) * 0.2).astype(np.float32), "w")
+    shape = numpy_helper.from_array(np.array([1, 1, 10, 24], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+         helper.make_node("Transpose", ["r"], ["t"], name="to_nchw", perm=[0, 3, 1, 2]),
+         helper.make_node("Conv", ["t", "w"], ["y"], name="pointwise", kernel_shape=[1, 1])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 10, 24])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 48, 1, 10])], [w, shape])
+    path = save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "pw.onnx")
+    out = str(tmp_path / "pw.ixa")
+    assert compile_main([path, "--target", "cpu", "-o", out, "-q"]) == 0
+    x = np.random.default_rng(1).standard_normal((1, 10, 24)).astype(np.float32)
+    got = inferx_compiler.load(out).run({"x": x})["y"]
+    assert rel_l2(got, onnxruntime_outputs(path, {"x": x})["y"]) <= 1e-5
