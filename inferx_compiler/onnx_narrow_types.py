@@ -151,10 +151,6 @@ class _Facts:
             shapes.setdefault(name, tuple(t.dims))
         return cls(types, shapes)
 
-    def rank(self, name: str) -> Optional[int]:
-        shape = self.shapes.get(name)
-        return None if shape is None else len(shape)
-
     def size(self, name: str) -> Optional[int]:
         shape = self.shapes.get(name)
         return None if shape is None or None in shape else int(np.prod(shape))
