@@ -23,7 +23,6 @@ import onnx
 from onnx import numpy_helper
 
 MAX_FOLD_ELEMENTS = 4096
-MAX_INLINE_ROUNDS = 8
 _FOLDABLE = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not", "And", "Or", "Xor",
              "Cast", "Gather", "Slice", "Concat", "Squeeze", "Unsqueeze", "Reshape", "Add", "Sub", "Mul",
              "Div", "Mod", "Neg", "Abs", "Min", "Max", "Size", "ConstantOfShape", "Range", "Identity",
@@ -31,18 +30,12 @@ _FOLDABLE = {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Not",
 
 
 def inline_known_ifs(model: onnx.ModelProto) -> list[str]:
-    """Inline every If whose condition is known; returns the names of the Ifs inlined. Rounds
-    repeat while they inline something: shape inference over a branch once inlined can make
-    the conditions of the Ifs nested in it known."""
-    opset = _default_opset(model)
+    """Inline every If whose condition is known; returns the names of the Ifs inlined. (One
+    round; onnx_frontend repeats it, with shape folding, while nested Ifs become known.)"""
+    if not _has_if(model.graph):
+        return []
     inlined: list[str] = []
-    for _ in range(MAX_INLINE_ROUNDS):
-        before = len(inlined)
-        if not _has_if(model.graph):
-            break
-        _inline_in_graph(model.graph, {}, _static_shapes(model), opset, inlined)
-        if len(inlined) == before:
-            break
+    _inline_in_graph(model.graph, {}, _static_shapes(model), _default_opset(model), inlined)
     return inlined
 
 
