@@ -106,13 +106,7 @@ def widen_narrow_types(model: onnx.ModelProto) -> tuple[dict[str, str], list[str
 
 
 def _mentions_narrow_or_quantize(graph: onnx.GraphProto) -> bool:
-    infos = list(graph.input) + list(graph.output) + list(graph.value_info)
-    if any(vi.type.tensor_type.elem_type in NARROW for vi in infos):
-        return True
-    if any(t.data_type in NARROW for t in graph.initializer):
-        return True
-    return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") or _narrow_attribute(n)
-               for n in graph.node)
+    return _mentions_narrow(graph) or any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in graph.node)
 
 
 def _narrow_attribute(node: onnx.NodeProto) -> bool:
