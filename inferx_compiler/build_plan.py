@@ -20,7 +20,7 @@ from . import graph_lowering
 from .artifact import PARAMETER_SCOPE
 from .iree_backend import BUILD_DIR
 from .options import CompileOptions
-from .targets import MATMUL_TILE_BYTES_OPTION, Target, get_target
+from .targets import HOPPER_ARCHS, MATMUL_TILE_BYTES_OPTION, Target, get_target
 
 # IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
 # (Only then: lowerings introduce f64 scalars of their own that IREE's constant
@@ -89,6 +89,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
     if integer_layers(options) or (options.plan is None and options.precision in ("int8", "int4", "auto")):
         # (without a resolved plan, e.g. --dump-pipeline: the pass a plan of this mode may need)
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}}}")
+    if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
+        passes.append(f"inferx-hopper-matmul{{target={target.name}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]

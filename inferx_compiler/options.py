@@ -15,7 +15,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # The rewriting passes a build may leave out (--disable-pass), to measure what each one is worth.
 # The others carry the model's meaning (import, precision, parameters, the output entry).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
-                   "inferx-split-reduction", "inferx-dispatch-config")
+                   "inferx-split-reduction", "inferx-hopper-matmul", "inferx-dispatch-config")
 
 
 @dataclass(frozen=True)

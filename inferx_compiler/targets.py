@@ -28,6 +28,10 @@ _DTYPE_BITS = {"f64": 64, "f32": 32, "f16": 16, "bf16": 16, "f8": 8, "i64": 64,
                "i32": 32, "i16": 16, "i8": 8, "i4": 4}
 
 
+# CUDA architectures with Hopper's instructions (wgmma), which IREE 3.13 does not generate
+HOPPER_ARCHS = ("sm_90", "sm_90a")
+
+
 @dataclass(frozen=True)
 class Target:
     name: str

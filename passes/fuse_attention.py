@@ -31,7 +31,7 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .iree_ir import defining_op, generic
+from .iree_ir import constant_scalar, defining_op, generic, is_zero_fill
 from .linalg_analysis import collect
 from .remarks import remark
 
@@ -88,30 +88,9 @@ def _through(value, *names: str):
         value = op.operands[0]
 
 
-def _constant_scalar(value) -> Optional[float]:
-    from iree.compiler import ir
-
-    op = _op(value, "arith.constant")
-    if op is None:
-        return None
-    attr = op.attributes["value"]
-    if isinstance(attr, ir.FloatAttr):
-        return attr.value
-    try:
-        values = list(ir.DenseFPElementsAttr(attr))
-    except (TypeError, ValueError):
-        return None
-    return float(values[0]) if len(values) == 1 or ir.DenseElementsAttr(attr).is_splat else None
-
-
-def _zero_init(matmul) -> bool:
-    fill = _op(matmul.operands[2], "linalg.fill")
-    return fill is not None and _constant_scalar(fill.operands[0]) == 0.0
-
-
 def match(matmul) -> tuple[Optional[Attention], str]:
     """(the attention feeding this batch_matmul, "") or (None, why not)."""
-    if matmul.name != "linalg.batch_matmul" or not _zero_init(matmul):
+    if matmul.name != "linalg.batch_matmul" or not is_zero_fill(matmul.operands[2], through_reshapes=False):
         return None, ""
     probs = _through(matmul.operands[0])
     divide = _elementwise(probs, "arith.divf")
@@ -138,13 +117,13 @@ def match(matmul) -> tuple[Optional[Attention], str]:
             return None, f"the mask {t} is not one [seq, seq] matrix for all heads"
     scaled = _elementwise(scores, "arith.mulf") or _elementwise(scores, "arith.divf")
     if scaled is not None:
-        constant = _constant_scalar(scaled.operands[1])
+        constant = constant_scalar(scaled.operands[1])
         if constant is None or constant == 0.0:
             return None, "the scores are scaled by a non-constant"
         scale = constant if _body_ops(scaled) == ["arith.mulf"] else 1.0 / constant
         scores = scaled.operands[0]
     first = _op(_through(scores), "linalg.batch_matmul")
-    if first is None or not _zero_init(first):
+    if first is None or not is_zero_fill(first.operands[2], through_reshapes=False):
         return None, "the scores do not come from a batch_matmul"
     return Attention(first.operands[0], first.operands[1], matmul.operands[1], scale, mask, matmul), ""
 

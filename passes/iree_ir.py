@@ -17,6 +17,35 @@ def defining_op(value, names: Optional[Sequence[str]] = None):
     return op if names is None or op.name in names else None
 
 
+def constant_scalar(value) -> Optional[float]:
+    """The float an arith.constant defines (a scalar, or a splat / one-element tensor), else None."""
+    from iree.compiler import ir
+
+    op = defining_op(value, ("arith.constant",))
+    if op is None:
+        return None
+    attr = op.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value
+    try:
+        values = list(ir.DenseFPElementsAttr(attr))
+    except (TypeError, ValueError):
+        return None
+    return float(values[0]) if len(values) == 1 or ir.DenseElementsAttr(attr).is_splat else None
+
+
+def is_zero_fill(value, through_reshapes: bool = True) -> bool:
+    """Whether `value` is a tensor filled with 0.0 (linalg.fill of a zero constant), looking
+    through expand/collapse_shape ops when `through_reshapes`."""
+    while through_reshapes:
+        reshape = defining_op(value, ("tensor.expand_shape", "tensor.collapse_shape"))
+        if reshape is None:
+            break
+        value = reshape.operands[0]
+    fill = defining_op(value, ("linalg.fill",))
+    return fill is not None and constant_scalar(fill.operands[0]) == 0.0
+
+
 def generic(inputs: Sequence, init, maps: Sequence, iterators: Sequence[str], body: Callable):
     """A linalg.generic reading `inputs` into `init` with these affine maps (inputs' then the
     init's) and iterator types ("parallel" / "reduction"); `body(block)` builds the region and

@@ -24,6 +24,7 @@ _PASSES = {
     "inferx-fuse-attention": "fuse_attention:FuseAttention",
     "inferx-unbroadcast-matmul": "unbroadcast_matmul:UnbroadcastMatmul",
     "inferx-split-reduction": "split_reduction:SplitReduction",
+    "inferx-hopper-matmul": "hopper_matmul:HopperMatmul",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
 }
 

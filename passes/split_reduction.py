@@ -135,16 +135,26 @@ def rewrite(op, factor: int) -> None:
             return arith.addf(acc, product) if is_float else arith.addi(acc, product)
 
         partial = generic([a3, b3], partial0, maps, ["parallel"] * 3 + ["reduction"], multiply_add)
-        i2, j2, s2 = (ir.AffineDimExpr.get(x) for x in range(3))
-        sum_maps = [ir.AffineMap.get(3, 0, [s2, i2, j2]), ir.AffineMap.get(3, 0, [i2, j2])]
-
-        def add(block):
-            p, acc = block.arguments
-            return arith.addf(acc, p) if is_float else arith.addi(acc, p)
-
-        out = generic([partial], init, sum_maps, ["parallel", "parallel", "reduction"], add)
+        out = sum_slices(partial, init)
     op.results[0].replace_all_uses_with(out)
     op.erase()
+
+
+def sum_slices(partial, init):
+    """init[M, N] + sum_s partial[s, M, N] (a linalg.generic; IREE fuses the consumer's
+    epilogue into it). Call inside an insertion point and location."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    is_float = isinstance(init.type.element_type, ir.FloatType)
+    i, j, s = (ir.AffineDimExpr.get(x) for x in range(3))
+    maps = [ir.AffineMap.get(3, 0, [s, i, j]), ir.AffineMap.get(3, 0, [i, j])]
+
+    def add(block):
+        p, acc = block.arguments
+        return arith.addf(acc, p) if is_float else arith.addi(acc, p)
+
+    return generic([partial], init, maps, ["parallel", "parallel", "reduction"], add)
 
 
 @dataclasses.dataclass(frozen=True)

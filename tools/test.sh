@@ -7,12 +7,12 @@ VENV=${INFERX_TEST_VENV:-.venv-test}
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q '.[test]'
+"$VENV/bin/pip" install -q '.[test,hopper]'
 # torch is an optional extra (the FX front end); its tests skip cleanly without it.
 "$VENV/bin/pip" install -q 'torch==2.13.0' || echo "torch not installable here: PyTorch tests will skip"
 export PATH="$PWD/$VENV/bin:$PATH"
 unset PYTHONPATH
-inferx-licenses --extra test
+inferx-licenses --extra test --extra hopper
 lit -v test/lit
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module fixtures
 # are built once.

@@ -21,3 +21,10 @@ config.substitutions.append(("%python", python))
 for tool in ("inferx-opt", "filecheck"):
     if shutil.which(tool) is None:
         lit_config.fatal(f"'{tool}' is not on PATH: install the project with pip install '.[test]'")
+
+# inferx-hopper-matmul compiles its kernels with Triton (the `hopper` extra, installed by the test
+# command); without it those tests report UNSUPPORTED rather than pass unchecked.
+import importlib.util  # noqa: E402
+
+if importlib.util.find_spec("triton") is not None:
+    config.available_features.add("triton")

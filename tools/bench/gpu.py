@@ -57,7 +57,7 @@ from run import log, rel_l2  # noqa: E402  (the CPU harness's helpers; run.py tr
 TOL = {"fp32": 1e-4, "fp16": 2e-2, "int8": 0.1, "int4": 0.6}  # int8/int4: against broken code only (random weights)
 SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
            "inferx-fp32", "inferx-fp16", "inferx-fp16-before", "inferx-fp16-nosplit",
-           "inferx-fp16-norule", "inferx-fp32-nosplit", "inferx-int8", "inferx-int4"]
+           "inferx-fp16-norule", "inferx-fp32-nosplit", "inferx-fp16-nohopper", "inferx-int8", "inferx-int4"]
 
 
 

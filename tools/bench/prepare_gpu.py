@@ -59,6 +59,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    # the CUDA configuration rules (window copies) left out
                    "inferx-fp16-norule": ("fp16", ["--disable-pass", "inferx-dispatch-config"],
                                           ("resnet50", "resnet_lite")),
+                   # IREE's own Ampere-class matmuls instead of the sm_90a Triton kernels
+                   "inferx-fp16-nohopper": ("fp16", ["--disable-pass", "inferx-hopper-matmul"],
+                                            ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
+                                             "gpt2_lite", "resnet_lite")),
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}
@@ -124,6 +128,8 @@ def main(argv=None) -> int:
         entry = {"spec": models.MODELS[name][1], "batches": list(models.MODELS[name][2]),
                  "onnx": os.path.basename(onnx_path), "weight_bytes": models.weight_bytes(name, model),
                  "weights_sha256": weight_digests(model), "systems": {}}
+        if a.only:  # the other systems' records stay (their files are still in OUT)
+            entry["systems"] = dict(bench["models"].get(name, {}).get("systems", {}))
         del model
         with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp, open(os.path.join(out, f"{name}.log"), "w") as logf:
             builds = [(f"inferx-{prec}", prec, []) for prec in INFERX_PRECISIONS]

@@ -1,0 +1,214 @@
+"""inferx-hopper-matmul: run f16/bf16 matmuls on Hopper (sm_90) through wgmma kernels compiled
+ahead of time by Triton, dispatched from IREE as external executables.
+
+IREE 3.13 has no Hopper code generation: on an H100/H200 its f16 matmuls are Ampere mma.sync
+kernels at 60-125 TFLOP/s, a third of what the chip does. This pass replaces each static
+`linalg.matmul` with f16 or bf16 operands and an f32 accumulator by a `flow.dispatch` to an
+sm_90a kernel (inferx_compiler/kernels/triton_matmul.py, PTX embedded in the module):
+
+    y[M, N] = init + a[M, K] b[K, N]        ->   p[S, M, N] = extern(a, b[, init])
+                                                 y = p (S = 1) or init + sum_s p[s] (split-K)
+
+Operands may be stored transposed (the matmul's indexing maps say so); the init is read by the
+kernel unless it is a zero fill. The epilogue (bias, activation, truncation) stays in linalg and
+IREE fuses it into the next elementwise dispatch (or the split-K sum).
+
+Measured on an H200 (2026-12-02, CUPTI kernel times, tools/bench/gpu_extern_sweep.py,
+docs/bench/2026-12-02-h200-extern/): BERT-base b8's projections 1024x768 K=768 18.1 -> 5.0 us,
+1024x3072 K=768 42.3 -> 11.8, 1024x768 K=3072 61.9 -> 12.9; ResNet-50 b8's 6272x256 K=576
+18.0 -> 6.1; results equal to IREE's kernels (relative L2 0 at f16 output).
+
+The tile rule, from the target's SM count (fitted on that sweep): 128x128 tiles (8 warps,
+3 stages) when they alone give every SM a tile; else 64x128 (or 128x64 for wide-M outputs,
+4 warps, 4 stages) when those fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
+split-K with the largest power of two S that keeps tiles x S within two per SM and slices of
+at least 256. Declined, with a remark: other targets, f32 or integer inputs, dynamic shapes,
+matrix-vector shapes (M or N below 16: IREE's warp reduction), reductions that are not a
+multiple of 16, and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
+
+`tile=BMxBN` and `split=S` force a configuration (measurement and tests). Spelled
+`inferx-hopper-matmul{target=h200 tile= split=0}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import ClassVar, Optional
+
+from inferx_compiler.targets import HOPPER_ARCHS
+
+from .base import TargetedPass
+from .extern_dispatch import ExternalKernel, declare, dispatch
+from .iree_ir import is_zero_fill
+from .linalg_analysis import collect, indexing_maps
+from .remarks import remark
+from .split_reduction import MIN_PARALLEL, sum_slices
+
+INPUT_TYPES = ("f16", "bf16")
+LONG_REDUCTION = 2048  # split-K is considered from this K on
+MIN_SLICE = 256
+# (block_m, block_n, warps, stages)
+LARGE, WIDE_N, WIDE_M, SMALL = (128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)
+_TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL)}
+
+
+@dataclasses.dataclass(frozen=True)
+class MatmulForm:
+    m: int
+    n: int
+    k: int
+    element_type: str
+    a_transposed: bool
+    b_transposed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    tile: tuple[int, int, int, int]
+    split: int
+    reason: str
+
+
+def _tiles(m: int, n: int, tile) -> int:
+    return math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+
+
+def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
+    """The tile and split-K factor for an M x N x K matmul on `sms` SMs (see the module doc)."""
+    if _tiles(m, n, LARGE) >= sms:
+        return Config(LARGE, 1, f"{_tiles(m, n, LARGE)} tiles of 128x128 fill the {sms} SMs")
+    medium = WIDE_M if m > n else WIDE_N
+    if 2 * _tiles(m, n, medium) >= sms:
+        return Config(medium, 1, f"{_tiles(m, n, medium)} tiles of {medium[0]}x{medium[1]} for {sms} SMs")
+    tiles = _tiles(m, n, SMALL)
+    split = 1
+    if k >= LONG_REDUCTION:
+        while (tiles * split * 2 <= 2 * sms and k % (split * 2) == 0 and (k // (split * 2)) % block_k == 0
+               and k // (split * 2) >= MIN_SLICE):
+            split *= 2
+    how = f", reduction {k} split {split} ways" if split > 1 else ""
+    return Config(SMALL, split, f"{tiles} tiles of 64x64 for {sms} SMs{how}")
+
+
+def matmul_form(op) -> tuple[Optional[MatmulForm], str]:
+    """(the matmul's static form, "") or (None, why it is declined)."""
+    from iree.compiler import ir
+
+    a, b, init = (v.type for v in op.operands[:3])
+    if not all(isinstance(t, ir.RankedTensorType) and t.has_static_shape for t in (a, b, init)):
+        return None, "dynamic shape"
+    et = str(a.element_type)
+    if et not in INPUT_TYPES or str(b.element_type) != et or str(init.element_type) != "f32":
+        return None, f"{a.element_type} x {b.element_type} -> {init.element_type}: the kernel takes " \
+                     f"f16 or bf16 inputs with an f32 accumulator"
+    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
+    maps = indexing_maps(op)
+    forms_a = {str(ir.AffineMap.get(3, 0, [d0, d2])): False, str(ir.AffineMap.get(3, 0, [d2, d0])): True}
+    forms_b = {str(ir.AffineMap.get(3, 0, [d2, d1])): False, str(ir.AffineMap.get(3, 0, [d1, d2])): True}
+    if (len(maps) != 3 or str(maps[0]) not in forms_a or str(maps[1]) not in forms_b
+            or maps[2] != ir.AffineMap.get(3, 0, [d0, d1])):
+        return None, "indexing maps other than a plain or transposed-operand matmul"
+    a_t, b_t = forms_a[str(maps[0])], forms_b[str(maps[1])]
+    m, k = (a.shape[1], a.shape[0]) if a_t else (a.shape[0], a.shape[1])
+    n = b.shape[0] if b_t else b.shape[1]
+    if min(m, n) < MIN_PARALLEL:
+        return None, f"{m}x{n} output: a matrix-vector shape, IREE's warp reduction handles it"
+    if k % 16:
+        return None, f"reduction {k} is not a multiple of 16"
+    return MatmulForm(m, n, k, et, a_t, b_t), ""
+
+
+@dataclasses.dataclass(frozen=True)
+class HopperMatmul(TargetedPass):
+    """f16/bf16 matmuls to sm_90a Triton kernels on Hopper targets."""
+
+    name: ClassVar[str] = "inferx-hopper-matmul"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "f16/bf16 matmuls to ahead-of-time sm_90a (wgmma) Triton kernels on Hopper GPUs"
+
+    tile: str = ""
+    split: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.tile and self.tile not in _TILES:
+            raise ValueError(f"tile must be one of {', '.join(_TILES)}, got '{self.tile}'")
+        if self.split < 0:
+            raise ValueError(f"split must be 0 (the rule) or >= 1, got {self.split}")
+
+    def run(self, module) -> None:
+        from inferx_compiler.kernels import triton_matmul
+
+        target = self.target_record()
+        matmuls = collect(module, lambda o: o.name == "linalg.matmul")
+        why_not = None
+        if target.backend != "cuda" or target.arch not in HOPPER_ARCHS:
+            why_not = f"target '{target.name}' ({target.arch}) is not a Hopper GPU"
+        elif triton_matmul.available():
+            why_not = triton_matmul.available()
+        declared: dict[str, ExternalKernel] = {}
+        for op in matmuls:
+            if why_not:
+                remark(self.name, op, f"declined: {why_not}")
+                continue
+            form, reason = matmul_form(op)
+            if form is None:
+                remark(self.name, op, f"declined: {reason}")
+                continue
+            spec, how = self._spec(form, target.cores or 1, not is_zero_fill(op.operands[2]))
+            if spec is None:
+                remark(self.name, op, f"declined: {how}")
+                continue
+            kernel = declared.get(spec.key())
+            if kernel is None:
+                kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec))
+                declare(module, kernel)
+            remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
+                                  f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
+            with op.context:
+                _rewrite(op, spec, kernel)
+
+    def _spec(self, form: MatmulForm, sms: int, has_init: bool):
+        from inferx_compiler.kernels.triton_matmul import KernelSpec
+
+        block_k = next((b for b in (64, 32, 16) if form.k % b == 0))
+        config = choose(form.m, form.n, form.k, sms, block_k)
+        tile, split, how = config.tile, config.split, config.reason
+        if self.tile or self.split:
+            tile = _TILES[self.tile] if self.tile else tile
+            split = self.split or split
+            how = f"forced (tile={self.tile or 'rule'} split={self.split or 'rule'})"
+            if form.k % split or (form.k // split) % block_k:
+                return None, f"split={split} does not cut reduction {form.k} into multiples of {block_k}"
+        spec = KernelSpec(form.m, form.n, form.k, form.element_type, form.a_transposed, form.b_transposed,
+                          has_init=has_init and split == 1, split=split, block_m=tile[0], block_n=tile[1],
+                          block_k=block_k, warps=tile[2], stages=tile[3])
+        return spec, how
+
+
+def _external(compiled) -> ExternalKernel:
+    spec = compiled.spec
+    name = f"inferx_matmul_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"
+    return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
+                          read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings)
+
+
+def _rewrite(op, spec, kernel: ExternalKernel) -> None:
+    """matmul -> flow.dispatch to the kernel (+ the split-K sum); the scratch results are unused."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    a, b, init = op.operands[:3]
+    arguments = [a, b, init] if spec.has_init else [a, b]
+    with ir.InsertionPoint(op), op.location:
+        scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
+        partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
+        results = dispatch(kernel, arguments, [partial_t] + [scratch] * (kernel.written - 1))
+        partial = results[0]
+        if spec.split == 1:
+            out = tensor.CollapseShapeOp(init.type, partial, [[0, 1], [2]]).result
+        else:
+            out = sum_slices(partial, init)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
