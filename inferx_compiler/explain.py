@@ -19,7 +19,10 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _short_config(config: str) -> str:
-    """`distribution = [..], vector_common_parallel = [..]` out of a compilation_info text."""
+    """`distribution = [..], vector_common_parallel = [..]` out of a compilation_info text (an
+    external kernel's configuration is plain text already)."""
+    if config and "lowering_config" not in config:
+        return config
     m = re.search(r"lowering_config<(.*?)>", config or "")
     return m.group(1) if m else ""
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import metadata
 
-_PACKAGES = ("inferx-compiler", "iree-base-compiler", "iree-base-runtime", "torch-mlir", "onnx")
+# triton: the compiler of the sm_90a kernels inferx-hopper-matmul embeds (h100/h200 builds)
+_PACKAGES = ("inferx-compiler", "iree-base-compiler", "iree-base-runtime", "torch-mlir", "onnx", "triton")
 
 
 def stack_versions() -> dict[str, str]:

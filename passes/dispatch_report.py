@@ -9,7 +9,8 @@ there is one, else the last linalg op) and attaches
                        fused = ["generic:elementwise"]}
 
 (`loops` holds -1 for a dynamic extent; `flops` is -1 when any loop is dynamic; `fused` names
-the other linalg ops in the dispatch). What counts as a contraction, the loops and FLOPs come
+the other linalg ops in the dispatch). An executable of an external kernel has no linalg op: the
+rows its export carries (written by the pass that made it) are copied to it. What counts as a contraction, the loops and FLOPs come
 from `linalg_analysis`, the one analysis every pass uses.
 Why: this is the per-dispatch inventory that later target-width and precision passes
 read, and the build report shows it. The pass only adds attributes; it never changes
@@ -38,6 +39,7 @@ class DispatchReport(ModulePass):
         for executable in executables(module):
             ops = structured_ops(executable)
             if not ops:
+                _copy_external_rows(executable)
                 continue
             root = root_op(ops)
             info = summarize(root)
@@ -51,6 +53,24 @@ class DispatchReport(ModulePass):
                     "linalg_ops": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), len(ops)),
                     "fused": ir.ArrayAttr.get([ir.StringAttr.get(_short(o)) for o in ops if o != root]),
                 })
+
+
+def _copy_external_rows(executable) -> None:
+    """An external kernel's executable has no linalg op to read: its export carries the rows
+    the pass that made it wrote (inferx-hopper-matmul: REPORT_ATTR and the config's)."""
+    from iree.compiler import ir
+
+    from .dispatch_config import CONFIG_ATTR
+
+    def visit(op):
+        if op.name == "hal.executable.export":
+            for name in (REPORT_ATTR, CONFIG_ATTR):
+                if name in op.attributes:
+                    executable.attributes[name] = op.attributes[name]
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    executable.walk(visit)
 
 
 def executables(module):

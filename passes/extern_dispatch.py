@@ -31,6 +31,10 @@ class ExternalKernel:
     shared_bytes: int
     read_only: int  # leading bindings the kernel only reads (the dispatch's operands)
     written: int  # bindings after those, which it writes (the dispatch's results)
+    # attributes for the export (name -> {key: str | int | list[int] | list[str]}): the build
+    # report's rows for this dispatch (dispatch_report copies them to the executable, since the
+    # export is what survives IREE's outlining)
+    annotations: tuple = ()
 
 
 def declare(module, kernel: ExternalKernel) -> None:
@@ -60,6 +64,8 @@ def declare(module, kernel: ExternalKernel) -> None:
                 kernel.entry, layout, sym_visibility="public", ordinal=ir.IntegerAttr.get(index, 0),
                 workgroup_size=ir.ArrayAttr.get([ir.IntegerAttr.get(index, v) for v in (kernel.threads, 1, 1)]),
                 workgroup_local_memory=ir.IntegerAttr.get(index, kernel.shared_bytes))
+            for name, fields in kernel.annotations:
+                export.attributes[name] = _dict_attr(fields)
             count = export.workgroup_count.blocks.append(ir.Type.parse("!hal.device", ctx))
             with ir.InsertionPoint(count):
                 sizes = [arith.constant(index, v) for v in kernel.grid]
@@ -79,6 +85,21 @@ def dispatch(kernel: ExternalKernel, arguments: list, result_types: list) -> lis
     entry = ir.SymbolRefAttr.get([kernel.name, kernel.entry])
     op = flow.DispatchOp(result_types, [], ir.ArrayAttr.get([entry]), arguments, [], [])
     return list(op.results)
+
+
+def _dict_attr(fields: dict):
+    from iree.compiler import ir
+
+    def attr(v):
+        if isinstance(v, str):
+            return ir.StringAttr.get(v)
+        if isinstance(v, int):
+            return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+        if v and all(isinstance(x, int) for x in v):
+            return ir.DenseI64ArrayAttr.get(list(v))
+        return ir.ArrayAttr.get([attr(x) for x in v])
+
+    return ir.DictAttr.get({k: attr(v) for k, v in fields.items()})
 
 
 def _load_dialects(ctx) -> None:

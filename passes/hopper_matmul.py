@@ -188,10 +188,19 @@ class HopperMatmul(TargetedPass):
 
 
 def _external(compiled) -> ExternalKernel:
+    from .dispatch_config import CONFIG_ATTR
+    from .dispatch_report import REPORT_ATTR
+
     spec = compiled.spec
     name = f"inferx_matmul_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"
+    report = {"root": "inferx_matmul (Triton, sm_90a)", "kind": "contraction", "element_type": spec.element_type,
+              "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k, "linalg_ops": 0, "fused": []}
+    config = {"source": "inferx-hopper-matmul", "signature": f"matmul {spec.m}x{spec.n}x{spec.k} {spec.element_type}",
+              "config": f"tile {spec.block_m}x{spec.block_n}x{spec.block_k}, {spec.warps} warps, {spec.stages} stages, "
+                        f"split {spec.split}", "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
-                          read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings)
+                          read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
+                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)))
 
 
 def _rewrite(op, spec, kernel: ExternalKernel) -> None:

@@ -116,6 +116,11 @@ def test_h200_build_runs_its_static_matmuls_on_hopper_kernels(tmp_path):
                  if d["pass"] == "inferx-hopper-matmul"}
     # the b64 function's two layers take the kernel; the dynamic function keeps IREE's matmuls
     assert decisions == {("main$b64", "sm_90a kernel"), ("main", "declined")}, decisions
+    external = [d for d in report["dispatches"] if d["root"] == "inferx_matmul (Triton, sm_90a)"]
+    assert sorted(tuple(d["loops"]) for d in external) == [(64, 64, 512), (64, 512, 256)], external
+    assert all(d["config_source"] == "inferx-hopper-matmul" and d["config"].startswith("tile 64x")
+               for d in external)
+    assert json.loads(_member(artifact, "manifest.json"))["compiler"]["triton"] == triton_matmul.TRITON_VERSION
     vmfb = _member(artifact, "module.vmfb")
     assert vmfb.count(b".target sm_90a") == 2 and b"wgmma.mma_async" in vmfb
     assert _member(_artifact(tmp_path, "again"), "module.vmfb") == vmfb  # the same build, byte for byte
