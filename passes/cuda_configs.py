@@ -1,4 +1,5 @@
-"""Lowering configurations for CUDA window copies (im2col), sized from the loop nest.
+"""Lowering configurations for CUDA window copies (im2col) and large elementwise dispatches,
+sized from the loop nest.
 
 IREE 3.13 configures an all-parallel `linalg.generic` whose input is read through a window map
 (`x[n, c, oh*s + kh, ow*s + kw]`, what inferx-conv-strategy's im2col writes) with TileAndFuse
@@ -11,6 +12,13 @@ next loop's iterations as fit 256 threads; each thread writes `vector` consecuti
 row (8, 4, 2 or 1: the largest that divides the row); every other loop is tiled by 1. Tile sizes
 divide their loops, so there are no partial tiles. Roots the rule does not model get None (IREE's
 own configuration stays).
+
+Elementwise dispatches (every op in the dispatch all-parallel, every map a projected permutation:
+bias, activation and truncation epilogues, transposes) get the same shape of configuration with
+4 elements per thread and rows cut into tiles of up to 1024 elements: IREE gives them 32-thread
+workgroups over 128 elements. Measured on an H200 (2026-12-02, CUPTI): the f32 -> f16 bias epilogue
+of a 1024x3072 matmul took 19 us under IREE's configuration (~1 TB/s; the matmul itself 12 us on
+inferx-hopper-matmul's kernel). Dispatches under ELEMENTWISE_MIN elements keep IREE's.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from typing import Optional
 PIPELINE = "TileAndFuse"
 MAX_THREADS = 256
 SUBGROUP = 32
+ELEMENTWISE_MIN = 1 << 16
+ELEMENTWISE_VECTOR = 4
 
 
 def is_window_copy(root) -> bool:
@@ -39,18 +49,25 @@ def is_window_copy(root) -> bool:
 
 def config_for(extents: list[int]) -> Optional[str]:
     """The compilation_info text for a window copy with these loop extents."""
-    rank = len(extents)
     row = extents[-1]
     vector = next(v for v in (8, 4, 2, 1) if row % v == 0)
     threads_per_row = row // vector
     if threads_per_row > MAX_THREADS:
         return None
+    return _compilation_info(extents, row, vector)
+
+
+def _compilation_info(extents: list[int], tile: int, vector: int) -> Optional[str]:
+    """Workgroups of `tile` elements of the innermost loop (`vector` a thread) times as many
+    iterations of the next loop as fit MAX_THREADS threads (a divisor of it); other loops 1."""
+    rank = len(extents)
+    threads_per_row = tile // vector
     rows = 1
     if rank > 1:
         outer = extents[-2]
         rows = max(d for d in range(1, outer + 1) if outer % d == 0 and d * threads_per_row <= MAX_THREADS)
     workgroup = [1] * rank
-    workgroup[-1] = row
+    workgroup[-1] = tile
     thread = [1] * rank
     thread[-1] = vector
     if rank > 1:
@@ -64,10 +81,36 @@ def config_for(extents: list[int]) -> Optional[str]:
             f"workgroup_size = [{threads}, 1, 1] subgroup_size = {SUBGROUP}>>")
 
 
-def rule(root) -> Optional[str]:
-    """The rule's configuration for a CUDA dispatch root, or None (IREE's stays)."""
+def is_large_elementwise(root, ops) -> bool:
+    """Every op of the dispatch all-parallel with projected-permutation maps (no window, no
+    reduction), the root's static loops covering at least ELEMENTWISE_MIN points."""
+    from .linalg_analysis import indexing_maps, loop_extents, reduction_loops
+
+    if root.name != "linalg.generic":
+        return False
+    for op in ops:
+        if reduction_loops(op) or not all(m.is_projected_permutation for m in indexing_maps(op)):
+            return False
+    extents = loop_extents(root)
+    return bool(extents) and all(x > 0 for x in extents) and math.prod(extents) >= ELEMENTWISE_MIN
+
+
+def elementwise_config_for(extents: list[int]) -> Optional[str]:
+    """Rows cut into tiles of up to MAX_THREADS x ELEMENTWISE_VECTOR elements (a divisor of the
+    row), ELEMENTWISE_VECTOR (or 2, 1) elements per thread, rows stacked up to MAX_THREADS threads."""
+    row = extents[-1]
+    vector = next(v for v in (ELEMENTWISE_VECTOR, 2, 1) if row % v == 0)
+    tile = max(t for t in range(vector, min(row, MAX_THREADS * vector) + 1, vector) if row % t == 0)
+    return _compilation_info(extents, tile, vector)
+
+
+def rule(root, ops=()) -> tuple[Optional[str], str]:
+    """(the rule's configuration for a CUDA dispatch root, which rule), or (None, "") where IREE's
+    stays."""
     from .linalg_analysis import loop_extents
 
-    if not is_window_copy(root):
-        return None
-    return config_for(loop_extents(root))
+    if is_window_copy(root):
+        return config_for(loop_extents(root)), "window copy, whole rows per workgroup"
+    if is_large_elementwise(root, list(ops) or [root]):
+        return elementwise_config_for(loop_extents(root)), "elementwise, 4 elements a thread, up to 256 threads"
+    return None, ""

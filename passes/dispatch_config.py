@@ -94,10 +94,10 @@ class DispatchConfig(TargetedPass):
             if config is None and self.rules and target.backend == "cuda":
                 from . import cuda_configs
 
-                config = cuda_configs.rule(root)
+                config, which = cuda_configs.rule(root, ops)
                 if config is not None:
                     source = "rule"
-                    remark(self.name, root, "rule: window copy, whole rows per workgroup")
+                    remark(self.name, root, f"rule: {which}")
             with module.context:
                 if config is not None:
                     try:

@@ -55,10 +55,10 @@ hal.executable private @short_rows {
 
 // -----
 
-// An elementwise op with plain (projected permutation) maps: not a window copy; IREE keeps it.
+// A small elementwise op (4096 elements, under the elementwise rule's 65536): IREE keeps its configuration.
 // CHECK-LABEL: hal.executable private @elementwise
 // CHECK-SAME:    source = "IREE"
-// CHECK-NOT:     compilation_info
+// CHECK-NOT:     attrs = {compilation_info
 #id2 = affine_map<(d0, d1) -> (d0, d1)>
 hal.executable private @elementwise {
   hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
@@ -70,6 +70,92 @@ hal.executable private @elementwise {
           linalg.yield %t : f16
         } -> tensor<64x64xf16>
         return %r : tensor<64x64xf16>
+      }
+    }
+  }
+}
+
+// -----
+
+// A large elementwise epilogue (a 1024x3072 matmul's bias add and f16 truncation, its product
+// coming from inferx-hopper-matmul's kernel): rows of 3072 cut into tiles of 1024, 4 elements per
+// thread, 256 threads.
+// REMARK: remark: inferx-dispatch-config: rule: elementwise, 4 elements a thread, up to 256 threads
+// CHECK-LABEL: hal.executable private @epilogue
+// CHECK-SAME:    thread = [1, 4], workgroup = [1, 1024]
+// CHECK-SAME:    workgroup_size = [256, 1, 1]
+// CHECK-SAME:    source = "rule"
+// CHECK:         linalg.generic {{.*}} attrs =  {compilation_info = #
+// NORULES-LABEL: hal.executable private @epilogue
+// NORULES-SAME:    source = "IREE"
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d1)>
+hal.executable private @epilogue {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%x: tensor<1024x3072xf32>, %b: tensor<3072xf32>, %o: tensor<1024x3072xf16>) -> tensor<1024x3072xf16> {
+        %r = linalg.generic {indexing_maps = [#id2, #row, #id2], iterator_types = ["parallel", "parallel"]} ins(%x, %b : tensor<1024x3072xf32>, tensor<3072xf32>) outs(%o : tensor<1024x3072xf16>) {
+        ^bb0(%in: f32, %bias: f32, %out: f16):
+          %s = arith.addf %in, %bias : f32
+          %t = arith.truncf %s : f32 to f16
+          linalg.yield %t : f16
+        } -> tensor<1024x3072xf16>
+        return %r : tensor<1024x3072xf16>
+      }
+    }
+  }
+}
+
+// -----
+
+// A transposing epilogue with short rows (ResNet-50 b8's back to NCHW: 8x1024x196): 196-element
+// rows (49 threads of 4), 4 of them per workgroup (196 threads).
+// CHECK-LABEL: hal.executable private @transpose_epilogue
+// CHECK-SAME:    thread = [1, 1, 4], workgroup = [1, 4, 196]
+// CHECK-SAME:    workgroup_size = [196, 1, 1]
+#in3 = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+hal.executable private @transpose_epilogue {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%x: tensor<1024x8x196xf32>, %o: tensor<8x1024x196xf16>) -> tensor<8x1024x196xf16> {
+        %r = linalg.generic {indexing_maps = [#in3, #id3], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : tensor<1024x8x196xf32>) outs(%o : tensor<8x1024x196xf16>) {
+        ^bb0(%in: f32, %out: f16):
+          %z = arith.constant 0.0 : f32
+          %m = arith.maximumf %in, %z : f32
+          %t = arith.truncf %m : f32 to f16
+          linalg.yield %t : f16
+        } -> tensor<8x1024x196xf16>
+        return %r : tensor<8x1024x196xf16>
+      }
+    }
+  }
+}
+
+// -----
+
+// An elementwise op fed by a reduction in the same dispatch (a layer norm's last step): the rule
+// does not model the reduction's tiling; IREE keeps its configuration.
+// CHECK-LABEL: hal.executable private @after_reduction
+// CHECK-SAME:    source = "IREE"
+// CHECK-NOT:     compilation_info
+#id2r = affine_map<(d0, d1) -> (d0, d1)>
+#rowsum = affine_map<(d0, d1) -> (d0)>
+hal.executable private @after_reduction {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%x: tensor<1024x768xf32>, %acc: tensor<1024xf32>, %o: tensor<1024x768xf32>) -> tensor<1024x768xf32> {
+        %sum = linalg.generic {indexing_maps = [#id2r, #rowsum], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<1024x768xf32>) outs(%acc : tensor<1024xf32>) {
+        ^bb0(%in: f32, %a: f32):
+          %s = arith.addf %in, %a : f32
+          linalg.yield %s : f32
+        } -> tensor<1024xf32>
+        %r = linalg.generic {indexing_maps = [#id2r, #rowsum, #id2r], iterator_types = ["parallel", "parallel"]} ins(%x, %sum : tensor<1024x768xf32>, tensor<1024xf32>) outs(%o : tensor<1024x768xf32>) {
+        ^bb0(%in: f32, %s: f32, %out: f32):
+          %d = arith.subf %in, %s : f32
+          linalg.yield %d : f32
+        } -> tensor<1024x768xf32>
+        return %r : tensor<1024x768xf32>
       }
     }
   }
