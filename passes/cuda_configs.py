@@ -104,13 +104,33 @@ def elementwise_config_for(extents: list[int]) -> Optional[str]:
     return _compilation_info(extents, tile, vector)
 
 
-def rule(root, ops=()) -> tuple[Optional[str], str]:
+def _has_linalg_ext_ops(executable) -> bool:
+    """Whether the dispatch computes with an iree_linalg_ext op (attention, sort, scan...), which
+    the linalg ops' analysis does not see."""
+    from iree.compiler import ir
+
+    found = []
+
+    def visit(op):
+        if op.name.startswith("iree_linalg_ext.") and op.name != "iree_linalg_ext.yield":
+            found.append(op.name)
+            return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    executable.walk(visit)
+    return bool(found)
+
+
+def rule(root, ops=(), executable=None) -> tuple[Optional[str], str]:
     """(the rule's configuration for a CUDA dispatch root, which rule), or (None, "") where IREE's
-    stays."""
+    stays. The elementwise rule needs the executable, to see that nothing else computes in it
+    (an attention whose output is transposed in the same dispatch failed IREE's TileAndFuse
+    with it: "failed to apply fusion + hoisting patterns")."""
     from .linalg_analysis import loop_extents
 
     if is_window_copy(root):
         return config_for(loop_extents(root)), "window copy, whole rows per workgroup"
-    if is_large_elementwise(root, list(ops) or [root]):
+    if (executable is not None and is_large_elementwise(root, list(ops) or [root])
+            and not _has_linalg_ext_ops(executable)):
         return elementwise_config_for(loop_extents(root)), "elementwise, 4 elements a thread, up to 256 threads"
     return None, ""

@@ -94,7 +94,7 @@ class DispatchConfig(TargetedPass):
             if config is None and self.rules and target.backend == "cuda":
                 from . import cuda_configs
 
-                config, which = cuda_configs.rule(root, ops)
+                config, which = cuda_configs.rule(root, ops, executable)
                 if config is not None:
                     source = "rule"
                     remark(self.name, root, f"rule: {which}")

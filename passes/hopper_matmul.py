@@ -10,15 +10,19 @@ sm_90a kernel (inferx_compiler/kernels/triton_matmul.py, PTX embedded in the mod
                                                  y = p (S = 1) or init + sum_s p[s] (split-K)
 
 Operands may be stored transposed (the matmul's indexing maps say so); the init is read by the
-kernel unless it is a zero fill. The epilogue (bias, activation, truncation) stays in linalg and
-IREE fuses it into the next elementwise dispatch (or the split-K sum).
+kernel unless it is a zero fill. The epilogue (bias, activation, truncation) stays in linalg:
+IREE runs it as an elementwise dispatch of its own (inferx-dispatch-config's elementwise rule
+configures it) or inside the split-K sum.
 
-Measured on an H200 (2026-12-02, CUPTI kernel times, tools/bench/gpu_extern_sweep.py,
-docs/bench/2026-12-02-h200-extern/): BERT-base b8's projections 1024x768 K=768 18.1 -> 5.0 us,
-1024x3072 K=768 42.3 -> 11.8, 1024x768 K=3072 61.9 -> 12.9; ResNet-50 b8's 6272x256 K=576
-18.0 -> 6.1; results equal to IREE's kernels (relative L2 0 at f16 output).
+Measured on an H200 (2026-12-02, CUPTI kernel time per call of the matmul and its epilogue
+dispatch, tools/bench/gpu_extern_sweep.py, docs/bench/2026-12-02-h200-extern/): BERT-base b8's
+projections 1024x768 K=768 17.9 -> 10.5 us, 1024x3072 K=768 42.6 -> 31.1, 1024x768 K=3072
+44.6 -> 19.7; the MLP's 64x4096 K=4096 32.1 -> 10.5; b1's 128x768 K=3072 9.4 -> 6.3; one loss,
+ResNet-50 b1's 512x49 K=2048 8.4 -> 11.6 (IREE's split-K code wins on that 49-column output).
+Outputs within 3e-5 (relative L2) of IREE's. In the models (docs/bench/2026-12-02-h200-hopper/):
+BERT b8 2.92 -> 2.08 ms, ResNet-50 b8 3.15 -> 2.44, MLP b64 0.464 -> 0.313.
 
-The tile rule, from the target's SM count (fitted on that sweep): 128x128 tiles (8 warps,
+The tile rule, from the target's SM count (fitted on the first sweep, prototype.json there): 128x128 tiles (8 warps,
 3 stages) when they alone give every SM a tile; else 64x128 (or 128x64 for wide-M outputs,
 4 warps, 4 stages) when those fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
 split-K with the largest power of two S that keeps tiles x S within two per SM and slices of

@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_split_sweep import measure_modules, module_text  # noqa: E402
+from gpu_split_sweep import module_text, timed_rows, write_rows  # noqa: E402
 
 SHAPES = [(1024, 3072, 768), (1024, 768, 3072), (1024, 768, 768), (512, 2304, 768)]
 MMA = "#iree_gpu.mma_layout<NV_MMA_SYNC_F32_16x8x16_F16>"
@@ -72,17 +72,7 @@ def prepare(out: str) -> int:
 
 
 def run(directory: str, out: str) -> int:
-    with open(os.path.join(directory, "index.json")) as f:
-        index = json.load(f)
-    rows = []
-    for rec, busy, _, err in measure_modules(directory, index):
-        m, n, k = rec["m"], rec["n"], rec["k"]
-        rows.append(dict(rec, busy_us=busy, tflops=2 * m * n * k / (busy * 1e-6) / 1e12, rel_l2_vs_iree=err))
-        print(f"{m}x{n}x{k} {rec['variant']:24s} {busy:8.1f} us {rows[-1]['tflops']:6.1f} TFLOP/s rel_l2 {err:.1e}",
-              flush=True)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "mma_sweep.json"), "w") as f:
-        json.dump(rows, f, indent=1)
+    write_rows(out, "mma_sweep", timed_rows(directory, lambda r: r["variant"], "rel_l2_vs_iree"))
     return 0
 
 

@@ -130,22 +130,36 @@ def measure_modules(directory: str, index: list[dict]):
         yield rec, busy, profiles[0]["kernels"], err
 
 
-def run(directory: str, out: str) -> int:
+def timed_rows(directory: str, label, err_key: str) -> list[dict]:
+    """Measure every module of DIR/index.json (measure_modules); one row per module: its record,
+    busy_us, kernels, TFLOP/s and `err_key` (relative L2 against the shape's first module),
+    printed as it comes (`label(rec)` names the variant)."""
     with open(os.path.join(directory, "index.json")) as f:
         index = json.load(f)
     rows = []
     for rec, busy, kernels, err in measure_modules(directory, index):
         m, n, k = rec["m"], rec["n"], rec["k"]
-        rows.append(dict(rec, busy_us=busy, kernels=kernels, rel_l2_vs_split1=err,
-                         tflops=2 * m * n * k / (busy * 1e-6) / 1e12))
-        print(f"{m}x{n}x{k} s{rec['split']:<2} {'rule' if rec['rule'] else '    '} {busy:8.1f} us "
-              f"{rows[-1]['tflops']:6.1f} TFLOP/s  kernels {kernels:.0f}  rel_l2 {err:.1e}", flush=True)
+        rows.append(dict(rec, busy_us=busy, kernels=kernels, tflops=2 * m * n * k / (busy * 1e-6) / 1e12,
+                         **{err_key: err}))
+        print(f"{m}x{n}x{k} {label(rec):30s} {busy:8.1f} us {rows[-1]['tflops']:6.1f} TFLOP/s  kernels "
+              f"{kernels:.0f}  rel_l2 {err:.1e}", flush=True)
+    return rows
+
+
+def write_rows(out: str, stem: str, rows: list[dict], table: str = "") -> None:
+    """OUT/STEM.json (every row) and, with a table, OUT/STEM.md (also printed)."""
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "split_sweep.json"), "w") as f:
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
         json.dump(rows, f, indent=1)
-    with open(os.path.join(out, "split_sweep.md"), "w") as f:
-        f.write(markdown(rows))
-    print(markdown(rows))
+    if table:
+        with open(os.path.join(out, f"{stem}.md"), "w") as f:
+            f.write(table)
+        print(table)
+
+
+def run(directory: str, out: str) -> int:
+    rows = timed_rows(directory, lambda r: f"s{r['split']:<2} {'rule' if r['rule'] else ''}", "rel_l2_vs_split1")
+    write_rows(out, "split_sweep", rows, markdown(rows))
     return 0
 
 

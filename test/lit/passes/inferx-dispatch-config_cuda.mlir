@@ -160,3 +160,38 @@ hal.executable private @after_reduction {
     }
   }
 }
+
+// -----
+
+// An attention whose output is transposed in the same dispatch: the elementwise root is the
+// transpose, but the dispatch computes the attention too (IREE's TileAndFuse failed with the
+// elementwise configuration there); IREE keeps its own.
+// CHECK-LABEL: hal.executable private @attention_then_transpose
+// CHECK-SAME:    source = "IREE"
+// CHECK-NOT:     attrs = {compilation_info
+#q = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>
+#k = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d2)>
+#v = affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, d4)>
+#s = affine_map<(d0, d1, d2, d3, d4) -> ()>
+#o = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d4)>
+#t_in = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
+#t_out = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+hal.executable private @attention_then_transpose {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%q: tensor<96x128x64xf16>, %k: tensor<96x128x64xf16>, %v: tensor<96x128x64xf16>, %init: tensor<96x128x64xf32>, %o: tensor<128x96x64xf16>) -> tensor<128x96x64xf16> {
+        %scale = arith.constant 0.125 : f32
+        %a = iree_linalg_ext.attention <indexing_maps = [#q, #k, #v, #s, #o]> ins(%q, %k, %v, %scale : tensor<96x128x64xf16>, tensor<96x128x64xf16>, tensor<96x128x64xf16>, f32) outs(%init : tensor<96x128x64xf32>) {
+        ^bb0(%score: f32):
+          iree_linalg_ext.yield %score : f32
+        } -> tensor<96x128x64xf32>
+        %r = linalg.generic {indexing_maps = [#t_in, #t_out], iterator_types = ["parallel", "parallel", "parallel"]} ins(%a : tensor<96x128x64xf32>) outs(%o : tensor<128x96x64xf16>) {
+        ^bb0(%in: f32, %out: f16):
+          %t = arith.truncf %in : f32 to f16
+          linalg.yield %t : f16
+        } -> tensor<128x96x64xf16>
+        return %r : tensor<128x96x64xf16>
+      }
+    }
+  }
+}

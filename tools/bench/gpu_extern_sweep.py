@@ -1,0 +1,116 @@
+"""inferx-hopper-matmul in isolation: IREE's own f16 matmul against the sm_90a Triton kernel, per
+shape and tile.
+
+    # here (IREE compiler + Triton): builds DIR/*.vmfb and DIR/index.json
+    python tools/bench/gpu_extern_sweep.py prepare build/extern-sweep [--target h200]
+    # on the GPU host (iree-base-runtime + torch for CUPTI):
+    python tools/bench/gpu_extern_sweep.py run build/extern-sweep --out $OUT
+
+Each module is gpu_split_sweep.module_text's matmul + bias, truncated to f16 (a projection's or
+an im2col convolution's dispatch at --precision fp16). "iree" is IREE's code for it (with
+inferx-split-reduction's rule where it splits); "tile T" is the module rewritten by
+`inferx-hopper-matmul{tile=T}`; `rule` marks the tile the pass picks by itself. The epilogue
+stays an IREE dispatch in the rewritten modules, so the kernel time per call covers both. Timing
+and the relative L2 against the "iree" module: gpu_split_sweep.measure_modules (CUPTI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from gpu_split_sweep import SHAPES as SPLIT_SHAPES, module_text, timed_rows, write_rows  # noqa: E402
+
+SHAPES = SPLIT_SHAPES + [
+    (1024, 768, 768, "BERT b8 attention projections"),
+    (1024, 3072, 768, "BERT b8 FFN up"),
+    (6272, 256, 576, "ResNet-50 b8 conv2 3x3 (im2col)"),
+]
+TILES = ("128x128", "128x64", "64x128", "64x64")
+
+
+def _opt(src: str, dst: str, pipeline: str) -> None:
+    from inferx_compiler.cli.common import python_entry
+
+    subprocess.run(python_entry("inferx_compiler.cli.opt") + ["--context=iree", src, f"--pass-pipeline={pipeline}",
+                                                             "-o", dst], check=True, stderr=subprocess.DEVNULL)
+
+
+def _rule_tile(src: str, target: str) -> str:
+    from inferx_compiler.cli.common import python_entry
+
+    proc = subprocess.run(python_entry("inferx_compiler.cli.opt") + [
+        "--context=iree", src, f"--pass-pipeline=builtin.module(inferx-hopper-matmul{{target={target}}})",
+        "-o", os.devnull], check=True, capture_output=True, text=True)
+    return proc.stderr.split(", tile ")[1].split(" ")[0] if ", tile " in proc.stderr else ""
+
+
+def prepare(out: str, target_name: str) -> int:
+    from inferx_compiler.targets import get_target
+
+    target = get_target(target_name)
+    flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target.cuda_target}"]
+    os.makedirs(out, exist_ok=True)
+    index = []
+    for m, n, k, what in SHAPES:
+        src = os.path.join(out, f"mm_{m}x{n}x{k}.mlir")
+        with open(src, "w") as f:
+            f.write(module_text(m, n, k))
+        rule = _rule_tile(src, target.name)
+        variants = [("iree", f"builtin.module(inferx-split-reduction{{target={target.name}}})")]
+        variants += [(f"tile {t}", f"builtin.module(inferx-hopper-matmul{{target={target.name} tile={t}}})")
+                     for t in TILES if not (t.startswith("128") and m <= 64)]
+        for name, pipeline in variants:
+            tag = f"mm_{m}x{n}x{k}_{name.replace(' ', '')}"
+            mlir = os.path.join(out, tag + ".mlir")
+            _opt(src, mlir, pipeline)
+            subprocess.run(["iree-compile", mlir, *flags, "-o", os.path.join(out, tag + ".vmfb")], check=True)
+            index.append({"m": m, "n": n, "k": k, "what": what, "variant": name, "rule": name == f"tile {rule}",
+                          "vmfb": tag + ".vmfb", "split": 1})
+            print(f"{m}x{n}x{k} {name}{' (rule)' if index[-1]['rule'] else ''}", flush=True)
+    with open(os.path.join(out, "index.json"), "w") as f:
+        json.dump(index, f, indent=1)
+    return 0
+
+
+def run(directory: str, out: str) -> int:
+    rows = timed_rows(directory, lambda r: f"{r['variant']} {'rule' if r['rule'] else ''}", "rel_l2_vs_iree")
+    write_rows(out, "extern_sweep", rows, markdown(rows))
+    return 0
+
+
+def markdown(rows) -> str:
+    variants = ["iree"] + [f"tile {t}" for t in TILES]
+    lines = ["| M x N x K | from | " + " | ".join(variants) + " | rule's tile | rule ÷ IREE |",
+             "| --- | --- | " + " | ".join("---" for _ in variants) + " | --- | --- |"]
+    for m, n, k, what in SHAPES:
+        mine = {r["variant"]: r for r in rows if (r["m"], r["n"], r["k"]) == (m, n, k)}
+        if "iree" not in mine:
+            continue
+        cells = [f"{mine[v]['busy_us']:.1f} us" if v in mine else "-" for v in variants]
+        rule = next((r for r in mine.values() if r["rule"]), None)
+        ratio = f"{rule['busy_us'] / mine['iree']['busy_us']:.2f}" if rule else "-"
+        lines.append(f"| {m}x{n}x{k} | {what} | " + " | ".join(cells) +
+                     f" | {rule['variant'][5:] if rule else 'declined'} | {ratio} |")
+    return "\n".join(lines) + ("\n\nKernel time per call (CUPTI: the matmul and its epilogue dispatch), median of 5 x "
+                               "20 calls; every variant's output against IREE's: rel_l2_vs_iree in extern_sweep.json.\n")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("mode", choices=["prepare", "run"])
+    p.add_argument("dir")
+    p.add_argument("--target", default="h200")
+    p.add_argument("--out", default=os.environ.get("OUT", "extern-sweep-out"))
+    a = p.parse_args(argv)
+    return prepare(a.dir, a.target) if a.mode == "prepare" else run(a.dir, a.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
