@@ -14,15 +14,15 @@ divide their loops, so there are no partial tiles. Roots the rule does not model
 own configuration stays).
 
 Elementwise dispatches (every op in the dispatch all-parallel, every map a projected permutation,
-the root's output written in loop order: bias, activation and truncation epilogues, transposes
-that permute what they read) get the same shape of configuration with
+the root's innermost loop the output's innermost dimension: bias, activation and truncation
+epilogues, transposes of outer dimensions) get the same shape of configuration with
 4 elements per thread and rows cut into tiles of up to 1024 elements: IREE gives them 32-thread
 workgroups over 128 elements. Measured on an H200 (2026-12-02, CUPTI): the f32 -> f16 bias epilogue
 of a 1024x3072 matmul took 19 us under IREE's configuration (~1 TB/s; the matmul itself 12 us on
 inferx-hopper-matmul's kernel), in the models (same rounds) ResNet-50 b8 2.35 -> 1.82 ms. A
-root whose output map is a permutation (BERT's split into heads, 8x128x768 written as
-8x12x128x64) took 2.4 -> 12.9 us with it: the innermost loop strides the output, so those keep
-IREE's configuration, as do dispatches under ELEMENTWISE_MIN elements.
+root whose innermost loop is not the output's innermost dimension (BERT's keys transposed for
+attention, 8x128x768 written as 8x768x128) took 2.4 -> 12.9 us with it: there the loop strides
+the output, so those keep IREE's configuration, as do dispatches under ELEMENTWISE_MIN elements.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def _compilation_info(extents: list[int], tile: int, vector: int) -> Optional[st
 
 def is_large_elementwise(root, ops) -> bool:
     """Every op of the dispatch all-parallel with projected-permutation maps (no window, no
-    reduction), the root's output map the identity, its static loops covering at least
-    ELEMENTWISE_MIN points."""
+    reduction), the root's innermost loop its output's innermost dimension, its static loops
+    covering at least ELEMENTWISE_MIN points."""
     from iree.compiler import ir
 
     from .linalg_analysis import indexing_maps, loop_extents, reduction_loops
@@ -96,8 +96,8 @@ def is_large_elementwise(root, ops) -> bool:
     if root.name != "linalg.generic":
         return False
     out_map = indexing_maps(root)[-1]
-    if out_map != ir.AffineMap.get_identity(out_map.n_dims):
-        return False  # a permuted output is written across the innermost loop: IREE's choice stays
+    if not out_map.results or out_map.results[-1] != ir.AffineDimExpr.get(out_map.n_dims - 1):
+        return False  # the innermost loop would stride the output: IREE's choice stays
     for op in ops:
         if reduction_loops(op) or not all(m.is_projected_permutation for m in indexing_maps(op)):
             return False

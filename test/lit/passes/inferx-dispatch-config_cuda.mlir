@@ -198,24 +198,50 @@ hal.executable private @attention_then_transpose {
 
 // -----
 
-// A split into attention heads: the output is written through a permuted map (8x128x768 read in
-// order, stored as 8x12x128x64), so the innermost loop strides the output; IREE keeps its own
-// configuration (the rule's made it 5x slower on an H200).
+// A split into attention heads (8x128x12x64 stored as 8x12x128x64): the output's outer dims are
+// permuted, its innermost is the innermost loop, so the rule applies (64-element rows, 12 a
+// workgroup: 192 threads).
 // CHECK-LABEL: hal.executable private @heads_split
-// CHECK-SAME:    source = "IREE"
-// CHECK-NOT:     attrs = {compilation_info
+// CHECK-SAME:    thread = [1, 1, 1, 4], workgroup = [1, 1, 12, 64]
+// CHECK-SAME:    source = "rule"
+#in4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #heads = affine_map<(d0, d1, d2, d3) -> (d0, d2, d1, d3)>
 hal.executable private @heads_split {
   hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
     builtin.module {
-      func.func @f(%x: tensor<8x128x768xf32>, %o: tensor<8x12x128x64xf16>) -> tensor<8x12x128x64xf16> {
-        %e = tensor.expand_shape %x [[0], [1], [2, 3]] output_shape [8, 128, 12, 64] : tensor<8x128x768xf32> into tensor<8x128x12x64xf32>
-        %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, #heads], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%e : tensor<8x128x12x64xf32>) outs(%o : tensor<8x12x128x64xf16>) {
+      func.func @f(%x: tensor<8x128x12x64xf32>, %o: tensor<8x12x128x64xf16>) -> tensor<8x12x128x64xf16> {
+        %r = linalg.generic {indexing_maps = [#in4, #heads], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%x : tensor<8x128x12x64xf32>) outs(%o : tensor<8x12x128x64xf16>) {
         ^bb0(%in: f32, %out: f16):
           %t = arith.truncf %in : f32 to f16
           linalg.yield %t : f16
         } -> tensor<8x12x128x64xf16>
         return %r : tensor<8x12x128x64xf16>
+      }
+    }
+  }
+}
+
+// -----
+
+// Keys transposed for attention (8x128x768 written as 8x768x128): the innermost loop strides the
+// output, and the rule's configuration made it 5x slower on an H200; IREE keeps its own.
+// CHECK-LABEL: hal.executable private @keys_transposed
+// CHECK-SAME:    source = "IREE"
+// CHECK-NOT:     attrs = {compilation_info
+#in3k = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+#bias = affine_map<(d0, d1, d2) -> (d2)>
+#kt = affine_map<(d0, d1, d2) -> (d0, d2, d1)>
+hal.executable private @keys_transposed {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%x: tensor<8x128x768xf32>, %b: tensor<768xf32>, %o: tensor<8x768x128xf16>) -> tensor<8x768x128xf16> {
+        %r = linalg.generic {indexing_maps = [#in3k, #bias, #kt], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %b : tensor<8x128x768xf32>, tensor<768xf32>) outs(%o : tensor<8x768x128xf16>) {
+        ^bb0(%in: f32, %bb: f32, %out: f16):
+          %s = arith.addf %in, %bb : f32
+          %t = arith.truncf %s : f32 to f16
+          linalg.yield %t : f16
+        } -> tensor<8x768x128xf16>
+        return %r : tensor<8x768x128xf16>
       }
     }
   }
