@@ -88,8 +88,9 @@ def test_bad_conv_algorithms_flag(tmp_path, capfd):
 
 def test_cuda_window_copies_get_the_rule_configuration(tmp_path):
     """On a CUDA target at fp16 the im2col copies get inferx-dispatch-config's window-copy rule
-    (whole rows per workgroup; IREE's own is 32 threads over a 4x8 tile), the matmuls keep IREE's;
-    `--disable-pass inferx-dispatch-config` leaves every dispatch to IREE. The numbers are checked
+    (whole rows per workgroup; IREE's own is 32 threads over a 4x8 tile), the matmuls keep IREE's
+    or run inferx-hopper-matmul's kernels; `--disable-pass inferx-dispatch-config` leaves no
+    dispatch to the rules. The numbers are checked
     on the H200 (tools/bench/gpu.py, ResNet-50 against onnxruntime before timing)."""
     onnx_path = save(conv_zoo(), tmp_path / "conv_zoo.onnx")
     sources = {}
@@ -103,7 +104,8 @@ def test_cuda_window_copies_get_the_rule_configuration(tmp_path):
     ruled = [k for k, (src, _, _) in sources["rule"].items() if src == "rule"]
     assert ruled, sources["rule"]
     assert all(sources["rule"][k][1] == "linalg.generic" for k in ruled)
-    assert all(src == "IREE" for src, _, kind in sources["rule"].values() if kind == "contraction")
+    assert all(src in ("IREE", "inferx-hopper-matmul") for src, _, kind in sources["rule"].values()
+               if kind == "contraction")
     assert all(src != "rule" for src, _, _ in sources["off"].values())
 
 
