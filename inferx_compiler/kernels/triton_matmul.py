@@ -2,7 +2,7 @@
 
 IREE 3.13's CUDA code is Ampere-class (mma.sync); on an H200 its f16 matmuls run at 60-125
 TFLOP/s. The same shapes through this kernel, compiled by Triton for sm_90a (wgmma, software
-pipelined cp.async), ran 2.5-4x faster in isolation (tools/bench/gpu_extern_sweep.py). The
+pipelined cp.async), ran 2.5-4x faster in isolation (docs/bench/2026-12-02-h200-extern/). The
 kernel computes, for one output tile and one slice of the reduction,
 
     out[s, m, n] = init[m, n] (when HAS_INIT) + sum_{k in slice s} a[m, k] * b[k, n]
@@ -146,24 +146,32 @@ def _kernel_function():
 
 
 def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> CompiledKernel:
-    """PTX for `spec` (cached on disk by spec and Triton version)."""
+    """PTX for `spec`, cached on disk by spec and Triton version ($XDG_CACHE_HOME or ~/.cache,
+    inferx/triton/), or in `cache_dir`."""
     why = available()
     if why:
         raise TritonUnavailable(why)
-    cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "inferx", "triton")
+    if cache_dir is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        cache_dir = os.path.join(base, "inferx", "triton")
     path = os.path.join(cache_dir, spec.key() + ".json")
-    if os.path.exists(path):
+    try:
         with open(path) as f:
             rec = json.load(f)
         return CompiledKernel(spec, rec["name"], rec["ptx"].encode(), rec["threads"], rec["shared"],
                               rec["parameters"])
+    except (OSError, ValueError, KeyError):
+        pass  # not cached (or unreadable): compile
     kernel = _compile(spec)
-    os.makedirs(cache_dir, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"name": kernel.name, "ptx": kernel.ptx.decode(), "threads": kernel.threads,
-                   "shared": kernel.shared_bytes, "parameters": kernel.parameters}, f)
-    os.replace(tmp, path)
+    try:  # a cache that cannot be written only costs the next build a compile
+        os.makedirs(cache_dir, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"name": kernel.name, "ptx": kernel.ptx.decode(), "threads": kernel.threads,
+                       "shared": kernel.shared_bytes, "parameters": kernel.parameters}, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
     return kernel
 
 

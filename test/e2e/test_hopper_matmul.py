@@ -145,3 +145,11 @@ def test_without_triton_the_pass_declines_with_a_remark(monkeypatch):
             HopperMatmul(target="h200").run(module.operation)
         assert "linalg.matmul" in str(module) and "flow.dispatch" not in str(module)
     assert [r.message for r in remarks] == ["declined: Triton is not installed (test)"]
+
+
+def test_an_unwritable_cache_only_costs_a_compile(tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    spec = triton_matmul.KernelSpec(128, 128, 256, "bf16", block_m=64, block_n=64, warps=4, stages=4)
+    kernel = triton_matmul.compile_kernel(spec, cache_dir=str(blocked / "cache"))
+    assert ".target sm_90a" in kernel.ptx.decode() and not (blocked / "cache").exists()
