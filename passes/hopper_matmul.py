@@ -28,7 +28,8 @@ The tile rule, from the target's SM count (fitted on the first sweep, prototype.
 split-K with the largest power of two S that keeps tiles x S within two per SM and slices of
 at least 256. Declined, with a remark: other targets, f32 or integer inputs, dynamic shapes,
 matrix-vector shapes (M or N below 16: IREE's warp reduction), reductions that are not a
-multiple of 16, and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
+multiple of 16, weight-only int8/int4 layers (an operand dequantized from integers: IREE fuses
+the dequantization into its matmul dispatch), and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
 
 `tile=BMxBN` and `split=S` force a configuration (measurement and tests). Spelled
 `inferx-hopper-matmul{target=h200 tile= split=0}`.
@@ -120,7 +121,27 @@ def matmul_form(op) -> tuple[Optional[MatmulForm], str]:
         return None, f"{m}x{n} output: a matrix-vector shape, IREE's warp reduction handles it"
     if k % 16:
         return None, f"reduction {k} is not a multiple of 16"
+    if any(_dequantized(v) for v in op.operands[:2]):
+        return None, ("an operand is dequantized from integers (weight-only int8/int4): IREE fuses that "
+                      "into its own matmul dispatch, the kernel would need the f16 weight written out per call")
     return MatmulForm(m, n, k, et, a_t, b_t), ""
+
+
+def _dequantized(value) -> bool:
+    """Whether `value` (through reshapes) is computed by a linalg.generic from an integer tensor."""
+    from iree.compiler import ir
+
+    from .iree_ir import defining_op
+
+    while True:
+        reshape = defining_op(value, ("tensor.expand_shape", "tensor.collapse_shape"))
+        if reshape is None:
+            break
+        value = reshape.operands[0]
+    producer = defining_op(value, ("linalg.generic",))
+    return producer is not None and any(
+        isinstance(v.type, ir.ShapedType) and isinstance(v.type.element_type, ir.IntegerType)
+        for v in producer.operands)
 
 
 @dataclasses.dataclass(frozen=True)

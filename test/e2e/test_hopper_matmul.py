@@ -153,3 +153,14 @@ def test_an_unwritable_cache_only_costs_a_compile(tmp_path):
     spec = triton_matmul.KernelSpec(128, 128, 256, "bf16", block_m=64, block_n=64, warps=4, stages=4)
     kernel = triton_matmul.compile_kernel(spec, cache_dir=str(blocked / "cache"))
     assert ".target sm_90a" in kernel.ptx.decode() and not (blocked / "cache").exists()
+
+
+def test_weight_only_int8_layers_keep_irees_fused_dequantization(tmp_path):
+    """--precision int8 on the H200 is weight-only: IREE fuses the dequantization into its matmul
+    dispatch (one kernel reads the int8 weight); the pass leaves those matmuls alone."""
+    artifact = _artifact(tmp_path, "int8", "--precision", "int8")
+    report = json.loads(_member(artifact, "report.json"))
+    static = [d["decision"] for d in report["decisions"]
+              if d["pass"] == "inferx-hopper-matmul" and d["function"] == "main$b64"]
+    assert static and all(d.startswith("declined: an operand is dequantized from integers") for d in static), static
+    assert b"sm_90a" not in _member(artifact, "module.vmfb")

@@ -74,3 +74,26 @@ func.func @short_reduction(%x: tensor<4096x64xf16>, %w: tensor<64x4096xf16>, %in
   %y = linalg.matmul ins(%x, %w : tensor<4096x64xf16>, tensor<64x4096xf16>) outs(%init : tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
   return %y : tensor<4096x4096xf32>
 }
+
+// -----
+
+// A weight-only int8 layer (what inferx-quantize-contractions writes for CUDA targets): the f16
+// weight is dequantized from int8 by a generic IREE fuses into its own matmul dispatch; the
+// kernel would need that weight written out on every call.
+// CHECK-LABEL: func.func @weight_only_int8(
+// CHECK:         linalg.matmul
+#nk = affine_map<(d0, d1) -> (d1, d0)>
+#col = affine_map<(d0, d1) -> (d1)>
+#id = affine_map<(d0, d1) -> (d0, d1)>
+func.func @weight_only_int8(%x: tensor<256x512xf16>, %wq: tensor<1024x512xi8>, %s: tensor<1024xf16>, %init: tensor<256x1024xf32>) -> tensor<256x1024xf32> {
+  %e = tensor.empty() : tensor<512x1024xf16>
+  %w = linalg.generic {indexing_maps = [#nk, #col, #id], iterator_types = ["parallel", "parallel"]} ins(%wq, %s : tensor<1024x512xi8>, tensor<1024xf16>) outs(%e : tensor<512x1024xf16>) {
+  ^bb0(%q: i8, %sc: f16, %o: f16):
+    %f = arith.sitofp %q : i8 to f16
+    %v = arith.mulf %f, %sc : f16
+    linalg.yield %v : f16
+  } -> tensor<512x1024xf16>
+  // expected-remark @+1 {{inferx-hopper-matmul: declined: an operand is dequantized from integers (weight-only int8/int4)}}
+  %y = linalg.matmul ins(%x, %w : tensor<256x512xf16>, tensor<512x1024xf16>) outs(%init : tensor<256x1024xf32>) -> tensor<256x1024xf32>
+  return %y : tensor<256x1024xf32>
+}
