@@ -45,7 +45,7 @@ from inferx_compiler.targets import HOPPER_ARCHS
 
 from .base import TargetedPass
 from .extern_dispatch import ExternalKernel, declare, dispatch
-from .iree_ir import is_zero_fill
+from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
 from .remarks import remark
 from .split_reduction import MIN_PARALLEL, sum_slices
@@ -131,14 +131,7 @@ def _dequantized(value) -> bool:
     """Whether `value` (through reshapes) is computed by a linalg.generic from an integer tensor."""
     from iree.compiler import ir
 
-    from .iree_ir import defining_op
-
-    while True:
-        reshape = defining_op(value, ("tensor.expand_shape", "tensor.collapse_shape"))
-        if reshape is None:
-            break
-        value = reshape.operands[0]
-    producer = defining_op(value, ("linalg.generic",))
+    producer = defining_op(before_reshapes(value), ("linalg.generic",))
     return producer is not None and any(
         isinstance(v.type, ir.ShapedType) and isinstance(v.type.element_type, ir.IntegerType)
         for v in producer.operands)

@@ -34,14 +34,20 @@ def constant_scalar(value) -> Optional[float]:
     return float(values[0]) if len(values) == 1 or ir.DenseElementsAttr(attr).is_splat else None
 
 
+def before_reshapes(value):
+    """The value `value` reshapes (through expand/collapse_shape ops), or `value` itself."""
+    while True:
+        reshape = defining_op(value, ("tensor.expand_shape", "tensor.collapse_shape"))
+        if reshape is None:
+            return value
+        value = reshape.operands[0]
+
+
 def is_zero_fill(value, through_reshapes: bool = True) -> bool:
     """Whether `value` is a tensor filled with 0.0 (linalg.fill of a zero constant), looking
     through expand/collapse_shape ops when `through_reshapes`."""
-    while through_reshapes:
-        reshape = defining_op(value, ("tensor.expand_shape", "tensor.collapse_shape"))
-        if reshape is None:
-            break
-        value = reshape.operands[0]
+    if through_reshapes:
+        value = before_reshapes(value)
     fill = defining_op(value, ("linalg.fill",))
     return fill is not None and constant_scalar(fill.operands[0]) == 0.0
 
