@@ -127,11 +127,11 @@ def _has_linalg_ext_ops(executable) -> bool:
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE
 
-    executable.walk(visit)
+    executable.walk(visit)  # (walk returns nothing in these bindings: the hit is recorded)
     return bool(found)
 
 
-def rule(root, ops=(), executable=None) -> tuple[Optional[str], str]:
+def rule(root, ops, executable) -> tuple[Optional[str], str]:
     """(the rule's configuration for a CUDA dispatch root, which rule), or (None, "") where IREE's
     stays. The elementwise rule needs the executable, to see that nothing else computes in it
     (an attention whose output is transposed in the same dispatch failed IREE's TileAndFuse
@@ -140,7 +140,6 @@ def rule(root, ops=(), executable=None) -> tuple[Optional[str], str]:
 
     if is_window_copy(root):
         return config_for(loop_extents(root)), "window copy, whole rows per workgroup"
-    if (executable is not None and is_large_elementwise(root, list(ops) or [root])
-            and not _has_linalg_ext_ops(executable)):
+    if is_large_elementwise(root, ops) and not _has_linalg_ext_ops(executable):
         return elementwise_config_for(loop_extents(root)), "elementwise, 4 elements a thread, up to 256 threads"
     return None, ""

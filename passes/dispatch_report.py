@@ -9,9 +9,10 @@ there is one, else the last linalg op) and attaches
                        fused = ["generic:elementwise"]}
 
 (`loops` holds -1 for a dynamic extent; `flops` is -1 when any loop is dynamic; `fused` names
-the other linalg ops in the dispatch). An executable of an external kernel has no linalg op: the
-rows its export carries (written by the pass that made it) are copied to it. What counts as a contraction, the loops and FLOPs come
-from `linalg_analysis`, the one analysis every pass uses.
+the other linalg ops in the dispatch). An executable of an external kernel has no linalg op:
+the rows its export carries (written by the pass that made it) are copied to it. What counts
+as a contraction, the loops and FLOPs come from `linalg_analysis`, the one analysis every pass
+uses.
 Why: this is the per-dispatch inventory that later target-width and precision passes
 read, and the build report shows it. The pass only adds attributes; it never changes
 what a dispatch computes. Spelled `inferx-dispatch-report` (no options).

@@ -7,8 +7,8 @@
     }
     %r:N = flow.dispatch @name::@entry(%args...) : (...) -> (...)
 
-The PTX is embedded in the IR (the path is only a name), so the module stays self-contained through bytecode,
-child-process builds and reproducers. The object is keyed by the generic CUDA target, which
+The PTX is embedded in the IR (the path is only a name), so the module stays self-contained
+through bytecode, child-process builds and reproducers. The object is keyed by the generic CUDA target, which
 IREE matches against whichever CUDA target the build uses. IREE's CUDA HAL passes the bindings,
 in order (operands, then results), as the kernel's pointer parameters, and gives the kernel
 `workgroup_local_memory` bytes of dynamic shared memory (above 48 KiB too: it raises the limit).

@@ -160,10 +160,9 @@ class HopperMatmul(TargetedPass):
 
         target = self.target_record()
         matmuls = collect(module, lambda o: o.name == "linalg.matmul")
-        why_not = None
         if target.backend != "cuda" or target.arch not in HOPPER_ARCHS:
             why_not = f"target '{target.name}' ({target.arch}) is not a Hopper GPU"
-        elif triton_matmul.available():
+        else:
             why_not = triton_matmul.available()
         declared: dict[str, ExternalKernel] = {}
         for op in matmuls:
