@@ -90,7 +90,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
         # (without a resolved plan, e.g. --dump-pipeline: the pass a plan of this mode may need)
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}}}")
     if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
-        passes.append(f"inferx-hopper-matmul{{target={target.name}}}")
+        epilogue = "" if options.runs("inferx-hopper-epilogue") else " epilogue=false"
+        passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]

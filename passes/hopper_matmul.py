@@ -10,9 +10,12 @@ sm_90a kernel (inferx_compiler/kernels/triton_matmul.py, PTX embedded in the mod
                                                  y = p (S = 1) or init + sum_s p[s] (split-K)
 
 Operands may be stored transposed (the matmul's indexing maps say so); the init is read by the
-kernel unless it is a zero fill. The epilogue (bias, activation, truncation) stays in linalg:
-IREE runs it as an elementwise dispatch of its own (inferx-dispatch-config's elementwise rule
-configures it) or inside the split-K sum.
+kernel unless it is a zero fill. With one slice, the kernel also finishes the elementwise ops
+that follow the product (passes/matmul_epilogue.py: bias, activation, residual, the f16 cast,
+and the reshapes and transposes into attention heads or back to NCHW), so the dispatch yields
+their result and no IREE kernel reads the f32 product back; `epilogue=false` (or
+`--disable-pass inferx-hopper-epilogue`) leaves them to IREE. Split-K products are summed by a
+linalg reduction, into which IREE fuses the epilogue.
 
 Measured on an H200 (2026-12-02, CUPTI kernel time per call of the matmul and its epilogue
 dispatch, tools/bench/gpu_extern_sweep.py, docs/bench/2026-12-02-h200-extern/): BERT-base b8's
@@ -32,7 +35,7 @@ multiple of 16, weight-only int8/int4 layers (an operand dequantized from intege
 the dequantization into its matmul dispatch), and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
 
 `tile=BMxBN` and `split=S` force a configuration (measurement and tests). Spelled
-`inferx-hopper-matmul{target=h200 tile= split=0}`.
+`inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true}`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from .base import TargetedPass
 from .extern_dispatch import ExternalKernel, declare, dispatch
 from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
+from .matmul_epilogue import fusible_epilogue
 from .remarks import remark
 from .split_reduction import MIN_PARALLEL, sum_slices
 
@@ -147,6 +151,7 @@ class HopperMatmul(TargetedPass):
 
     tile: str = ""
     split: int = 0
+    epilogue: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -177,14 +182,22 @@ class HopperMatmul(TargetedPass):
             if spec is None:
                 remark(self.name, op, f"declined: {how}")
                 continue
+            plan = None
+            if self.epilogue and spec.split == 1:
+                plan, why = fusible_epilogue(op)
+                if plan is None:
+                    how += f"; epilogue not fused: {why}"
+                else:
+                    spec = dataclasses.replace(spec, epilogue=plan.epilogue)
+                    how += f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})"
             kernel = declared.get(spec.key())
             if kernel is None:
-                kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec))
+                kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plan)
                 declare(module, kernel)
             remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
                                   f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
             with op.context:
-                _rewrite(op, spec, kernel)
+                _rewrite(op, spec, kernel, plan)
 
     def _spec(self, form: MatmulForm, sms: int, has_init: bool):
         from inferx_compiler.kernels.triton_matmul import KernelSpec
@@ -204,14 +217,22 @@ class HopperMatmul(TargetedPass):
         return spec, how
 
 
-def _external(compiled) -> ExternalKernel:
+def _summary(names: list) -> str:
+    counts: dict = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n} {name}" if n > 1 else name for name, n in counts.items())
+
+
+def _external(compiled, plan=None) -> ExternalKernel:
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
     spec = compiled.spec
     name = f"inferx_matmul_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"
     report = {"root": "inferx_matmul (Triton, sm_90a)", "kind": "contraction", "element_type": spec.element_type,
-              "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k, "linalg_ops": 0, "fused": []}
+              "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k, "linalg_ops": 0,
+              "fused": sorted(set(plan.fused)) if plan else []}
     config = {"source": "inferx-hopper-matmul", "signature": f"matmul {spec.m}x{spec.n}x{spec.k} {spec.element_type}",
               "config": f"tile {spec.block_m}x{spec.block_n}x{spec.block_k}, {spec.warps} warps, {spec.stages} stages, "
                         f"split {spec.split}", "candidates": 0}
@@ -220,13 +241,24 @@ def _external(compiled) -> ExternalKernel:
                           annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)))
 
 
-def _rewrite(op, spec, kernel: ExternalKernel) -> None:
-    """matmul -> flow.dispatch to the kernel (+ the split-K sum); the scratch results are unused."""
+def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
+    """matmul -> flow.dispatch to the kernel (+ the split-K sum); the scratch results are unused.
+    With an epilogue plan the dispatch replaces the fused ops too and yields their result."""
     from iree.compiler import ir
     from iree.compiler.dialects import tensor
 
     a, b, init = op.operands[:3]
     arguments = [a, b, init] if spec.has_init else [a, b]
+    if plan is not None:
+        last = plan.ops[-1]
+        with ir.InsertionPoint(last), last.location:
+            scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
+            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + [scratch] * (kernel.written - 1))
+        plan.result.replace_all_uses_with(results[0])
+        for fused in reversed(plan.ops):
+            fused.erase()
+        op.erase()
+        return
     with ir.InsertionPoint(op), op.location:
         scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
         partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())

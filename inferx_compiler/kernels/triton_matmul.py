@@ -8,7 +8,11 @@ kernel computes, for one output tile and one slice of the reduction,
     out[s, m, n] = init[m, n] (when HAS_INIT) + sum_{k in slice s} a[m, k] * b[k, n]
 
 with f16/bf16 inputs (a stored [M, K] or, A_T, [K, M]; b [K, N] or, B_T, [N, K]), f32
-accumulation and f32 output. Slices (split-K, S > 1) are summed by the caller.
+accumulation and f32 output. Slices (split-K, S > 1) are summed by the caller. With one slice
+the kernel can instead finish the elementwise work that follows the product (an `Epilogue`:
+bias, activation, residual, cast, and the reshapes and transposes of the result, as loads,
+expressions and a store at computed offsets), so that no second kernel reads the product back.
+The kernel's source is generated per spec (`kernel_source`).
 
 This module is the only place that touches Triton's compiler API (checked against
 TRITON_VERSION): `compile_kernel(spec)` returns the PTX and the launch parameters IREE's CUDA
@@ -29,6 +33,38 @@ from typing import Optional
 TRITON_VERSION = "3.7.0"  # the version whose compiler API (ASTSource, GPUTarget) this uses
 SCRATCH_POINTERS = 2  # global_scratch, profile_scratch: appended by Triton >= 3.3
 INPUT_TYPES = {"f16": "fp16", "bf16": "bf16"}
+POINTER_TYPES = {"f32": "fp32", **INPUT_TYPES}  # epilogue operands and the fused output
+
+
+@dataclasses.dataclass(frozen=True)
+class Offsets:
+    """Where output point (m, n) of the matmul lies in another tensor, as an element offset:
+    the sum of ((m // div) % size) * mult over `rows` plus the same of n over `cols`. Any
+    reshape or transpose of the [M, N] product, and any broadcast of a smaller tensor over it,
+    has this form."""
+
+    rows: tuple = ()  # ((div, size, mult), ...)
+    cols: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class EpilogueInput:
+    element_type: str  # f32, f16 or bf16
+    offsets: Offsets
+
+
+@dataclasses.dataclass(frozen=True)
+class Epilogue:
+    """Elementwise work fused after the product: `body` computes, per output point, from "acc"
+    (the f32 product) and "x<i>" (inputs[i] there) named values, one (name, op, args) step at a
+    time (ops: EPILOGUE_OPS; "const" args are a float literal and its type); `result` is stored as
+    `element_type` at `offsets` of the output."""
+
+    inputs: tuple  # EpilogueInput, ...
+    body: tuple  # (name, op, (arg, ...)), ...
+    result: str
+    element_type: str
+    offsets: Offsets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +85,15 @@ class KernelSpec:
     warps: int = 8
     stages: int = 3
     arch: int = 90
+    epilogue: Optional[Epilogue] = None  # None: the f32 slices are stored as [S, M, N]
 
     def __post_init__(self):
         if self.element_type not in INPUT_TYPES:
             raise ValueError(f"element type {self.element_type}: the kernel takes {', '.join(INPUT_TYPES)}")
         if self.split < 1 or self.k % self.split or (self.k // self.split) % self.block_k:
             raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.block_k}")
+        if self.epilogue is not None and self.split != 1:
+            raise ValueError("an epilogue needs the whole reduction in one slice (split 1)")
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -63,10 +102,10 @@ class KernelSpec:
 
     @property
     def input_bindings(self) -> int:
-        return 3 if self.has_init else 2
+        return 2 + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + TRITON_VERSION
+        text = spec_to_json(self) + TRITON_VERSION
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -95,54 +134,149 @@ def available() -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=1)
-def _kernel_function():
+_MAIN_LOOP = '''\
+    pid = tl.program_id(0)
+    s = tl.program_id(1)
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    # grouped order: GROUP row tiles share the columns they read while they are in L2
+    per_group = GROUP * tiles_n
+    first_m = (pid // per_group) * GROUP
+    rows = min(tiles_m - first_m, GROUP)
+    pm = first_m + (pid % per_group) % rows
+    pn = (pid % per_group) // rows
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = s * K_SLICE + tl.arange(0, BK)
+    if A_T:
+        a = a_ptr + rk[None, :] * M + rm[:, None]
+        a_step = BK * M
+    else:
+        a = a_ptr + rm[:, None] * K + rk[None, :]
+        a_step = BK
+    if B_T:
+        b = b_ptr + rn[None, :] * K + rk[:, None]
+        b_step = BK
+    else:
+        b = b_ptr + rk[:, None] * N + rn[None, :]
+        b_step = BK * N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K_SLICE, BK):
+        av = tl.load(a, mask=rm[:, None] < M, other=0.0)
+        bv = tl.load(b, mask=rn[None, :] < N, other=0.0)
+        acc = tl.dot(av, bv, acc)
+        a += a_step
+        b += b_step
+    inside = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_INIT:
+        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
+'''
+
+_PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=inside)\n"
+
+_TL_TYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16"}
+_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+           "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})", "select": "tl.where({0}, {1}, {2})",
+           "cmp:ogt": "{0} > {1}", "cmp:oge": "{0} >= {1}", "cmp:olt": "{0} < {1}", "cmp:ole": "{0} <= {1}",
+           "cmp:oeq": "{0} == {1}", "cmp:une": "{0} != {1}"}
+_UNARY = {"neg": "-{0}", "erf": "tl.math.erf({0})", "exp": "tl.exp({0})", "sqrt": "tl.sqrt({0})",
+          "rsqrt": "tl.rsqrt({0})", "log": "tl.log({0})", "abs": "tl.abs({0})",
+          # tanh without libdevice (the interpreter has none): 1 - 2 / (e^2x + 1), exact at +-inf
+          "tanh": "1.0 - 2.0 / (tl.exp(2.0 * {0}) + 1.0)"}
+_CASTS = {f"cast:{t}": f"{{0}}.to({tl})" for t, tl in _TL_TYPES.items()}
+EPILOGUE_OPS = frozenset(_BINARY) | frozenset(_UNARY) | frozenset(_CASTS) | {"const"}
+
+
+def _offset(terms, var: str, extent: int) -> str:
+    """Python/Triton text for sum(((var // div) % size) * mult) over `terms`."""
+    parts = []
+    for div, size, mult in terms:
+        x = var if div == 1 else f"({var} // {div})"
+        if div * size < extent:
+            x = f"({x} % {size})"
+        parts.append(x if mult == 1 else f"{x} * {mult}")
+    return " + ".join(parts) if parts else ""
+
+
+def _address(ptr: str, offsets: Offsets, spec) -> tuple[str, str]:
+    """(pointer expression, mask) for a tile of the tensor at `offsets`, broadcast to [BM, BN]."""
+    rows, cols = _offset(offsets.rows, "rm", spec.m), _offset(offsets.cols, "rn", spec.n)
+    if rows and cols:
+        return f"{ptr} + ({rows})[:, None] + ({cols})[None, :]", "inside"
+    if rows:
+        return f"{ptr} + ({rows})[:, None]", "rm[:, None] < M"
+    if cols:
+        return f"{ptr} + ({cols})[None, :]", "rn[None, :] < N"
+    return ptr, ""
+
+
+def _epilogue_code(spec) -> str:
+    ep = spec.epilogue
+    lines = []
+    for i, operand in enumerate(ep.inputs):
+        pointer, mask = _address(f"x{i}_ptr", operand.offsets, spec)
+        lines.append(f"x{i} = tl.load({pointer}, mask={mask}, other=0.0)" if mask else f"x{i} = tl.load({pointer})")
+    for name, op, args in ep.body:
+        if op == "const":  # (literal, element type)
+            literal = args[0] if args[1] == "f32" else f"tl.full([], {args[0]}, {_TL_TYPES[args[1]]})"
+            lines.append(f"{name} = {literal}")
+        else:
+            template = _BINARY.get(op) or _UNARY.get(op) or _CASTS[op]
+            lines.append(f"{name} = " + template.format(*args))
+    pointer, mask = _address("out_ptr", ep.offsets, spec)
+    lines.append(f"tl.store({pointer}, ({ep.result}).to({_TL_TYPES[ep.element_type]}), mask=inside)")
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def kernel_source(spec: KernelSpec) -> str:
+    """The @triton.jit function's source for `spec`: the matmul main loop, then either the plain
+    f32 store of the slice or the fused epilogue (its loads, expressions and store)."""
+    inputs = "".join(f"x{i}_ptr, " for i in range(len(spec.epilogue.inputs))) if spec.epilogue else ""
+    head = (f"def inferx_matmul(a_ptr, b_ptr, init_ptr, {inputs}out_ptr, M: tl.constexpr, N: tl.constexpr, "
+            "K: tl.constexpr, K_SLICE: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, "
+            "HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):\n")
+    return head + _MAIN_LOOP + (_epilogue_code(spec) if spec.epilogue else _PLAIN_STORE)
+
+
+@functools.lru_cache(maxsize=64)
+def kernel_function(spec: KernelSpec):
+    """The @triton.jit function for `spec` (its source generated; see kernel_source). The source
+    is registered with linecache under a name of its own, which is how Triton reads it."""
+    import linecache
+
     import triton
     import triton.language as tl
 
-    @triton.jit
-    def inferx_matmul(a_ptr, b_ptr, init_ptr, out_ptr,
-                      M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, K_SLICE: tl.constexpr,
-                      A_T: tl.constexpr, B_T: tl.constexpr, HAS_INIT: tl.constexpr,
-                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):
-        pid = tl.program_id(0)
-        s = tl.program_id(1)
-        tiles_m = tl.cdiv(M, BM)
-        tiles_n = tl.cdiv(N, BN)
-        # grouped order: GROUP row tiles share the columns they read while they are in L2
-        per_group = GROUP * tiles_n
-        first_m = (pid // per_group) * GROUP
-        rows = min(tiles_m - first_m, GROUP)
-        pm = first_m + (pid % per_group) % rows
-        pn = (pid % per_group) // rows
-        rm = pm * BM + tl.arange(0, BM)
-        rn = pn * BN + tl.arange(0, BN)
-        rk = s * K_SLICE + tl.arange(0, BK)
-        if A_T:
-            a = a_ptr + rk[None, :] * M + rm[:, None]
-            a_step = BK * M
-        else:
-            a = a_ptr + rm[:, None] * K + rk[None, :]
-            a_step = BK
-        if B_T:
-            b = b_ptr + rn[None, :] * K + rk[:, None]
-            b_step = BK
-        else:
-            b = b_ptr + rk[:, None] * N + rn[None, :]
-            b_step = BK * N
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for _ in range(0, K_SLICE, BK):
-            av = tl.load(a, mask=rm[:, None] < M, other=0.0)
-            bv = tl.load(b, mask=rn[None, :] < N, other=0.0)
-            acc = tl.dot(av, bv, acc)
-            a += a_step
-            b += b_step
-        inside = (rm[:, None] < M) & (rn[None, :] < N)
-        if HAS_INIT:
-            acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
-        tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=inside)
+    source = kernel_source(spec)
+    filename = f"<inferx-matmul-{spec.key()}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace = {"tl": tl, "__name__": "inferx_compiler.kernels.generated"}
+    exec(compile(source, filename, "exec"), namespace)
+    return triton.jit(namespace["inferx_matmul"])
 
-    return inferx_matmul
+
+def constants(spec: KernelSpec) -> dict:
+    """The kernel's constexpr arguments for `spec`."""
+    return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, A_T=spec.a_transposed,
+                B_T=spec.b_transposed, HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n,
+                BK=spec.block_k, GROUP=8)
+
+
+def spec_to_json(spec: KernelSpec) -> str:
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True)
+
+
+def spec_from_json(text: str) -> KernelSpec:
+    fields = json.loads(text)
+    epilogue = fields.pop("epilogue")
+    if epilogue is not None:
+        def offsets(o):
+            return Offsets(tuple(map(tuple, o["rows"])), tuple(map(tuple, o["cols"])))
+
+        epilogue = Epilogue(tuple(EpilogueInput(i["element_type"], offsets(i["offsets"])) for i in epilogue["inputs"]),
+                            tuple((name, op, tuple(args)) for name, op, args in epilogue["body"]),
+                            epilogue["result"], epilogue["element_type"], offsets(epilogue["offsets"]))
+    return KernelSpec(**fields, epilogue=epilogue)
 
 
 def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> CompiledKernel:
@@ -181,18 +315,19 @@ def _compile(spec: KernelSpec) -> CompiledKernel:
     from triton.compiler import ASTSource
 
     dtype = INPUT_TYPES[spec.element_type]
-    signature = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "init_ptr": "*fp32", "out_ptr": "*fp32"}
-    constants = dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, A_T=spec.a_transposed,
-                     B_T=spec.b_transposed, HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n,
-                     BK=spec.block_k, GROUP=8)
-    signature.update({name: "constexpr" for name in constants})
+    signature = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "init_ptr": "*fp32"}
+    for i, operand in enumerate(spec.epilogue.inputs if spec.epilogue else ()):
+        signature[f"x{i}_ptr"] = f"*{POINTER_TYPES[operand.element_type]}"
+    signature["out_ptr"] = f"*{POINTER_TYPES[spec.epilogue.element_type]}" if spec.epilogue else "*fp32"
+    constants_ = constants(spec)
+    signature.update({name: "constexpr" for name in constants_})
     if not spec.has_init:  # the init pointer is not read: a constexpr None drops the parameter
         signature["init_ptr"] = "constexpr"
-        constants["init_ptr"] = None
+        constants_["init_ptr"] = None
     # IREE's bindings are at least 16-byte aligned (HAL buffer offsets), which lets Triton vectorize
     pointers = [i for i, name in enumerate(signature) if signature[name].startswith("*")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}
-    source = ASTSource(fn=_kernel_function(), signature=signature, constexprs=constants, attrs=attrs)
+    source = ASTSource(fn=kernel_function(spec), signature=signature, constexprs=constants_, attrs=attrs)
     # no line info: the PTX would name this file's path, and the artifact must not depend on it
     knobs = triton.knobs.compilation
     saved, knobs.disable_line_info = knobs.disable_line_info, True

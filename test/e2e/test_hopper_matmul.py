@@ -40,7 +40,7 @@ _INTERPRETER = r"""
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np, torch
-from inferx_compiler.kernels.triton_matmul import _kernel_function
+from inferx_compiler.kernels.triton_matmul import KernelSpec, constants, kernel_function
 m, n, k, a_t, b_t, has_init, split, block = json.loads(sys.argv[1])
 rng = np.random.default_rng(0)
 a = rng.standard_normal((k, m) if a_t else (m, k)).astype(np.float16)
@@ -48,9 +48,9 @@ b = rng.standard_normal((n, k) if b_t else (k, n)).astype(np.float16)
 init = rng.standard_normal((m, n)).astype(np.float32)
 out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
 grid = (-(-m // block) * -(-n // block), split)
-_kernel_function()[grid](torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(init) if has_init else None, out,
-                         M=m, N=n, K=k, K_SLICE=k // split, A_T=a_t, B_T=b_t, HAS_INIT=has_init,
-                         BM=block, BN=block, BK=min(block, 64), GROUP=8)
+spec = KernelSpec(m, n, k, "f16", a_t, b_t, has_init, split, block_m=block, block_n=block, block_k=min(block, 64))
+kernel_function(spec)[grid](torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(init) if has_init else None, out,
+                            **constants(spec))
 a64 = (a.T if a_t else a).astype(np.float64)
 b64 = (b.T if b_t else b).astype(np.float64)
 ref = a64 @ b64 + (init if has_init else 0.0)
@@ -126,6 +126,22 @@ def test_h200_build_runs_its_static_matmuls_on_hopper_kernels(tmp_path):
     assert _member(_artifact(tmp_path, "again"), "module.vmfb") == vmfb  # the same build, byte for byte
     without = _member(_artifact(tmp_path, "without", "--disable-pass", "inferx-hopper-matmul"), "module.vmfb")
     assert b"sm_90a" not in without
+
+
+def test_h200_build_fuses_the_bias_and_activation_into_the_kernel(tmp_path):
+    """The MLP's bias + ReLU run in the matmul kernel (one dispatch a layer); with
+    --disable-pass inferx-hopper-epilogue the kernel stores the f32 product and IREE runs them."""
+    for name, extra in (("fused", []), ("unfused", ["--disable-pass", "inferx-hopper-epilogue"])):
+        report = json.loads(_member(_artifact(tmp_path, name, *extra), "report.json"))
+        decisions = [d["decision"] for d in report["decisions"]
+                     if d["pass"] == "inferx-hopper-matmul" and d["function"] == "main$b64"]
+        external = [d for d in report["dispatches"] if d["root"] == "inferx_matmul (Triton, sm_90a)"]
+        if name == "fused":
+            assert len(decisions) == 2 and all("fused" in d for d in decisions), decisions
+            assert all("linalg.generic" in d["fused"] for d in external), external
+        else:
+            assert not any("fused" in d for d in decisions), decisions
+            assert not any(d["fused"] for d in external), external
 
 
 def test_without_triton_the_pass_declines_with_a_remark(monkeypatch):

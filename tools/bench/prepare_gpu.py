@@ -63,6 +63,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    "inferx-fp16-nohopper": ("fp16", ["--disable-pass", "inferx-hopper-matmul"],
                                             ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
                                              "gpt2_lite", "resnet_lite")),
+                   # the sm_90a kernels without their fused epilogues (IREE runs them after the product)
+                   "inferx-fp16-noepilogue": ("fp16", ["--disable-pass", "inferx-hopper-epilogue"],
+                                              ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
+                                               "gpt2_lite", "resnet_lite")),
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}

@@ -2,10 +2,12 @@
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{tile=32x32})' 2>&1 | filecheck %s --check-prefix=TILE
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{split=-1})' 2>&1 | filecheck %s --check-prefix=SPLIT
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{stages=3})' 2>&1 | filecheck %s --check-prefix=OPTION
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{epilogue=maybe})' 2>&1 | filecheck %s --check-prefix=EPILOGUE
 // TARGET: error: unknown target 'tpu'
 // TILE: error: pass 'inferx-hopper-matmul': tile must be one of 128x128, 64x128, 128x64, 64x64, got '32x32'
 // SPLIT: error: pass 'inferx-hopper-matmul': split must be 0 (the rule) or >= 1, got -1
-// OPTION: error: pass 'inferx-hopper-matmul' has no option 'stages'; valid options: target, tile, split
+// OPTION: error: pass 'inferx-hopper-matmul' has no option 'stages'; valid options: target, tile, split, epilogue
+// EPILOGUE: error: pass 'inferx-hopper-matmul': option 'epilogue' expects bool, got 'maybe'
 func.func @f() {
   return
 }
