@@ -184,12 +184,13 @@ class HopperMatmul(TargetedPass):
                 continue
             plan = None
             if self.epilogue and spec.split == 1:
-                plan, why = fusible_epilogue(op)
+                plan, why = fusible_epilogue(op, add_init=spec.has_init)
                 if plan is None:
                     how += f"; epilogue not fused: {why}"
-                else:
-                    spec = dataclasses.replace(spec, epilogue=plan.epilogue)
-                    how += f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})"
+                else:  # (an init is now the epilogue's first input)
+                    spec = dataclasses.replace(spec, epilogue=plan.epilogue, has_init=False)
+                    if plan.ops:
+                        how += f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})"
             kernel = declared.get(spec.key())
             if kernel is None:
                 kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plan)
@@ -250,7 +251,7 @@ def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
     a, b, init = op.operands[:3]
     arguments = [a, b, init] if spec.has_init else [a, b]
     if plan is not None:
-        last = plan.ops[-1]
+        last = plan.ops[-1] if plan.ops else op
         with ir.InsertionPoint(last), last.location:
             scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
             results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + [scratch] * (kernel.written - 1))

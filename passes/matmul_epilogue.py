@@ -143,16 +143,22 @@ def _coords_through(affine_map, loops: list) -> list:
 
 
 class _Builder:
-    """The epilogue under construction: coordinates and expression names of absorbed values."""
+    """The epilogue under construction: coordinates and expression names of absorbed values.
+    With `add_init`, the matmul's init is added to the product as an epilogue input (read from
+    the tensor it broadcasts, for a bias), instead of being read whole by the kernel."""
 
-    def __init__(self, matmul):
+    def __init__(self, matmul, add_init: bool):
         m, n = _shape(matmul.results[0])
         self.m, self.n = m, n
-        self.values = {matmul.results[0]: ([(("m", 1, m),), (("n", 1, n),)], "acc")}
         self.body: list = []
         self.inputs: list = []  # (value, EpilogueInput)
         self.ops: list = []
         self.fused: list = []
+        coords = [(("m", 1, m),), (("n", 1, n),)]
+        name = "acc"
+        if add_init:
+            name = self._emit("add", ("acc", self._input(matmul.operands[2], coords)))
+        self.values = {matmul.results[0]: (coords, name)}
 
     # -- absorbing one op ---------------------------------------------------------------
     def absorb(self, op) -> None:
@@ -278,8 +284,6 @@ class _Builder:
         raise _Declined("a body without linalg.yield")
 
     def _name(self, value, names: dict) -> str:
-        from iree.compiler import ir
-
         if value in names:
             return names[value]
         const = defining_op(value, ("arith.constant",))
@@ -338,6 +342,11 @@ def _smallest_source(value, coords: list):
                 coords = sum((_split(c, [shape[i] for i in g]) for c, g in zip(coords, _reassociation(producer))), [])
                 value = source
                 continue
+            if producer.name == "linalg.broadcast":  # the result's `dimensions` are new
+                added = set(ir.DenseI64ArrayAttr(producer.attributes["dimensions"]))
+                coords = [c for i, c in enumerate(coords) if i not in added]
+                value = producer.operands[0]
+                continue
             if producer.name == "linalg.generic" and _is_copy(producer):
                 maps = indexing_maps(producer)
                 loops = [None] * maps[1].n_dims
@@ -368,10 +377,14 @@ def _is_copy(op) -> bool:
             and body[0].operands[0] == block.arguments[0] and op.operands[0].type.element_type == op.results[0].type.element_type)
 
 
-def fusible_epilogue(matmul) -> tuple[Optional[EpiloguePlan], str]:
+def fusible_epilogue(matmul, add_init: bool = False) -> tuple[Optional[EpiloguePlan], str]:
     """The epilogue of `matmul` (a static linalg.matmul with an f32 result) its kernel can run,
-    or (None, why not) when not even its first consumer can be absorbed."""
-    builder = _Builder(matmul)
+    or (None, why not) when not even its first consumer can be absorbed. `add_init`: the init is
+    not a zero fill; the epilogue adds it (see _Builder)."""
+    try:
+        builder = _Builder(matmul, add_init)
+    except _Declined as e:
+        return None, f"the init: {e}"
     block_ops = _ops_after(matmul)
     tainted: set = set()
     absorbed: list = []
@@ -398,13 +411,16 @@ def fusible_epilogue(matmul) -> tuple[Optional[EpiloguePlan], str]:
         if _done(builder, absorbed, tainted):
             break
     # keep the longest prefix whose values are read outside it through one value only
-    while absorbed:
+    while absorbed or add_init:
         outside = _read_outside(builder, absorbed, matmul)
-        if len(outside) == 1 and outside[0] == absorbed[-1].results[0]:
+        last = absorbed[-1].results[0] if absorbed else matmul.results[0]
+        if len(outside) == 1 and outside[0] == last:
             try:
                 return builder.plan(outside[0]), ""
             except _Declined as e:
                 why = str(e)
+        if not absorbed:
+            break
         absorbed.pop()
         _restore(builder, states.pop())
     return None, why

@@ -178,7 +178,10 @@ _TL_TYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16"}
 _BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
            "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})", "select": "tl.where({0}, {1}, {2})",
            "cmp:ogt": "{0} > {1}", "cmp:oge": "{0} >= {1}", "cmp:olt": "{0} < {1}", "cmp:ole": "{0} <= {1}",
-           "cmp:oeq": "{0} == {1}", "cmp:une": "{0} != {1}"}
+           "cmp:oeq": "{0} == {1}", "cmp:une": "{0} != {1}",
+           # unordered: true where either side is NaN, which the opposite ordered test is not
+           "cmp:ugt": "~({0} <= {1})", "cmp:uge": "~({0} < {1})", "cmp:ult": "~({0} >= {1})",
+           "cmp:ule": "~({0} > {1})"}
 _UNARY = {"neg": "-{0}", "erf": "tl.math.erf({0})", "exp": "tl.exp({0})", "sqrt": "tl.sqrt({0})",
           "rsqrt": "tl.rsqrt({0})", "log": "tl.log({0})", "abs": "tl.abs({0})",
           # tanh without libdevice (the interpreter has none): 1 - 2 / (e^2x + 1), exact at +-inf

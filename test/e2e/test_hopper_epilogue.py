@@ -126,6 +126,27 @@ func.func @f(%a: tensor<64x144xf16>, %b: tensor<144x72xf16>, %bias: tensor<64xf3
   } -> tensor<2x64x6x6xf32>
   return %y : tensor<2x64x6x6xf32>
 }""", 3),
+    # ResNet at batch 1: the bias is the matmul's init (a linalg.broadcast of the per-channel vector,
+    # read as the vector), the result back to NCHW, and torch-mlir's ReLU (cmpf ugt + select)
+    "conv_bias_init_relu": ("""
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @f(%a: tensor<32x64xf16>, %b: tensor<64x64xf16>, %bias: tensor<32xf32>) -> tensor<1x32x8x8xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %e4 = tensor.empty() : tensor<1x32x8x8xf32>
+  %bb = linalg.broadcast ins(%bias : tensor<32xf32>) outs(%e4 : tensor<1x32x8x8xf32>) dimensions = [0, 2, 3]
+  %init = tensor.collapse_shape %bb [[0, 1], [2, 3]] : tensor<1x32x8x8xf32> into tensor<32x64xf32>
+  %p = linalg.matmul ins(%a, %b : tensor<32x64xf16>, tensor<64x64xf16>) outs(%init : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %p3 = tensor.expand_shape %p [[0, 1], [2]] output_shape [1, 32, 64] : tensor<32x64xf32> into tensor<1x32x64xf32>
+  %p4 = tensor.expand_shape %p3 [[0], [1], [2, 3]] output_shape [1, 32, 8, 8] : tensor<1x32x64xf32> into tensor<1x32x8x8xf32>
+  %y = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%p4 : tensor<1x32x8x8xf32>) outs(%e4 : tensor<1x32x8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %pos = arith.cmpf ugt, %in, %c0 : f32
+    %r = arith.select %pos, %in, %c0 : f32
+    linalg.yield %r : f32
+  } -> tensor<1x32x8x8xf32>
+  return %y : tensor<1x32x8x8xf32>
+}""", 3),
     # the init is read (not a zero fill), and a bias materialized as a broadcast copy first
     "init_and_broadcast_bias": ("""
 #id = affine_map<(d0, d1) -> (d0, d1)>
@@ -159,7 +180,7 @@ spec = tm.spec_from_json(spec_json)
 arrays = np.load(data)
 out = torch.full(tuple(arrays["out_shape"]), float("nan"), dtype=getattr(torch, str(arrays["out_dtype"])))
 args = [torch.from_numpy(arrays["a"]), torch.from_numpy(arrays["b"])]
-args.append(torch.from_numpy(arrays["init"]) if spec.has_init else None)
+args.append(None)  # the init (a zero fill, or an epilogue input)
 args += [torch.from_numpy(arrays[f"x{i}"]) for i in range(len(spec.epilogue.inputs))]
 tm.kernel_function(spec)[spec.grid[:2]](*args, out, **tm.constants(spec))
 np.save(data + ".out.npy", out.float().numpy())
@@ -171,13 +192,14 @@ def _planned(text: str):
     it, and the function's arguments."""
     from iree.compiler import ir
 
+    from inferx_compiler.passes.iree_ir import is_zero_fill
     from inferx_compiler.passes.linalg_analysis import collect
     from inferx_compiler.passes.matmul_epilogue import fusible_epilogue
 
     ctx = ir.Context()
     module = ir.Module.parse(text, ctx)
     matmul = collect(module.operation, lambda o: o.name == "linalg.matmul")[0]
-    plan, why = fusible_epilogue(matmul)
+    plan, why = fusible_epilogue(matmul, add_init=not is_zero_fill(matmul.operands[2]))
     assert plan is not None, why
     func = module.body.operations[0]
     arguments = list(func.regions[0].blocks[0].arguments)
@@ -210,19 +232,15 @@ def test_fused_kernel_matches_iree_in_the_interpreter(case, tmp_path):
     ref = _reference(text, inputs)
 
     from inferx_compiler.passes.hopper_matmul import matmul_form
-    from inferx_compiler.passes.iree_ir import is_zero_fill
 
     with module.context:
         form, why = matmul_form(matmul)
     assert form is not None, why
-    has_init = not is_zero_fill(matmul.operands[2])
-    spec = triton_matmul.KernelSpec(form.m, form.n, form.k, form.element_type, has_init=has_init, block_m=32,
+    spec = triton_matmul.KernelSpec(form.m, form.n, form.k, form.element_type, block_m=32,
                                     block_n=32, block_k=16, warps=4, stages=2, epilogue=plan.epilogue)
     index = {arg: i for i, arg in enumerate(arguments)}
     data = {"a": inputs[0], "b": inputs[1], "out_shape": np.array(ref.shape), "out_dtype": np.array(
         "float16" if ref.dtype == np.float16 else "float32")}
-    if has_init:
-        data["init"] = inputs[index[matmul.operands[2]]]
     for i, value in enumerate(plan.operands):
         source = inputs[index[value]]  # every operand here is an argument (or read through one)
         data[f"x{i}"] = source

@@ -35,8 +35,8 @@ func.func @ffn_up(%a: tensor<1024x768xf16>, %b: tensor<768x3072xf16>) -> tensor<
 // filters x 49 pixels, K=4608) is 8 tiles of 64x64, so its reduction is split 8 ways (16 would
 // leave slices of 288, not a multiple of 64): the kernel writes [8, M, N] slices and a
 // linalg.generic sums them into the init (IREE fuses the epilogue there). Unsplit, the kernel
-// reads the init itself (a third read-only binding): a bf16 matmul whose right operand is
-// stored transposed ([N, K]) shows it.
+// adds the init in its epilogue (a third read-only binding) and yields the [M, N] result: a bf16
+// matmul whose right operand is stored transposed ([N, K]) shows it.
 // CHECK-LABEL: func.func @conv5(
 // CHECK-SAME:    %[[W:.+]]: tensor<512x4608xf16>, %[[COL:.+]]: tensor<4608x49xf16>, %[[BIAS:.+]]: tensor<512x49xf32>
 // CHECK:         %[[P:.+]]:3 = flow.dispatch @inferx_matmul_512x49x4608_{{[0-9a-f]+}}::@inferx_matmul(%[[W]], %[[COL]]) : {{.*}} -> (tensor<8x512x49xf32>, tensor<16xi8>, tensor<16xi8>)
@@ -44,7 +44,7 @@ func.func @ffn_up(%a: tensor<1024x768xf16>, %b: tensor<768x3072xf16>) -> tensor<
 // CHECK:           arith.addf
 // CHECK-LABEL: func.func @transposed_b(
 // CHECK-SAME:    %[[X:.+]]: tensor<256x1024xbf16>, %[[WT:.+]]: tensor<512x1024xbf16>, %[[INIT:.+]]: tensor<256x512xf32>
-// CHECK:         flow.dispatch @inferx_matmul_256x512x1024_{{[0-9a-f]+}}::@inferx_matmul(%[[X]], %[[WT]], %[[INIT]]) : {{.*}} -> (tensor<1x256x512xf32>, tensor<16xi8>, tensor<16xi8>)
+// CHECK:         flow.dispatch @inferx_matmul_256x512x1024_{{[0-9a-f]+}}::@inferx_matmul(%[[X]], %[[WT]], %[[INIT]]) : {{.*}} -> (tensor<256x512xf32>, tensor<16xi8>, tensor<16xi8>)
 func.func @conv5(%w: tensor<512x4608xf16>, %col: tensor<4608x49xf16>, %bias: tensor<512x49xf32>) -> tensor<512x49xf32> {
   // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 512x49x4608 f16, tile 64x64 (4 warps, 4 stages): 8 tiles of 64x64 for 132 SMs, reduction 4608 split 8 ways}}
   %y = linalg.matmul ins(%w, %col : tensor<512x4608xf16>, tensor<4608x49xf16>) outs(%bias : tensor<512x49xf32>) -> tensor<512x49xf32>
