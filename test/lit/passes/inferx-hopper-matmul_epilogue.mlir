@@ -192,3 +192,33 @@ func.func @split_k(%w: tensor<512x4608xf16>, %col: tensor<4608x49xf16>) -> tenso
   } -> tensor<512x49xf32>
   return %x : tensor<512x49xf32>
 }
+
+// -----
+
+// A ReLU whose result is padded for the next 3x3 convolution stays IREE's (IREE writes it into
+// the padded buffer itself; a kernel's result would be copied there): the kernel stops before it.
+// CHECK-LABEL: func.func @relu_then_pad(
+// CHECK:         %[[D:.+]]:3 = flow.dispatch {{.*}} -> (tensor<1x64x56x56xf32>, tensor<16xi8>, tensor<16xi8>)
+// CHECK:         %[[R:.+]] = linalg.generic {{.*}} ins(%[[D]]#0 : tensor<1x64x56x56xf32>)
+// CHECK:         tensor.pad %[[R]]
+#id4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @relu_then_pad(%w: tensor<64x64xf16>, %x: tensor<64x3136xf16>) -> tensor<1x64x58x58xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<64x3136xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<64x3136xf32>) -> tensor<64x3136xf32>
+  // expected-remark @+1 {{fused 1 ops after it (tensor.expand_shape)}}
+  %p = linalg.matmul ins(%w, %x : tensor<64x64xf16>, tensor<64x3136xf16>) outs(%z : tensor<64x3136xf32>) -> tensor<64x3136xf32>
+  %p4 = tensor.expand_shape %p [[0, 1], [2, 3]] output_shape [1, 64, 56, 56] : tensor<64x3136xf32> into tensor<1x64x56x56xf32>
+  %e4 = tensor.empty() : tensor<1x64x56x56xf32>
+  %r = linalg.generic {indexing_maps = [#id4, #id4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%p4 : tensor<1x64x56x56xf32>) outs(%e4 : tensor<1x64x56x56xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %c0 : f32
+    linalg.yield %m : f32
+  } -> tensor<1x64x56x56xf32>
+  %padded = tensor.pad %r low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %c0 : f32
+  } : tensor<1x64x56x56xf32> to tensor<1x64x58x58xf32>
+  return %padded : tensor<1x64x58x58xf32>
+}
