@@ -67,10 +67,14 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    "inferx-fp16-noepilogue": ("fp16", ["--disable-pass", "inferx-hopper-epilogue"],
                                               ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
                                                "gpt2_lite", "resnet_lite")),
-                   # IREE's -O2 (aggressive fusion: a layer norm's two reductions in one dispatch)
-                   "inferx-fp16-o2": ("fp16", ["--iree-flag=--iree-opt-level=O2"],
+                   # IREE's default optimization level (O0) instead of the CUDA targets' O2
+                   "inferx-fp16-o0": ("fp16", ["--iree-flag=--iree-opt-level=O0"],
                                       ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
                                        "gpt2_lite", "resnet_lite")),
+                   "inferx-fp32-o0": ("fp32", ["--iree-flag=--iree-opt-level=O0"],
+                                      ("mlp", "bert", "resnet50", "mlp_lite", "bert_lite", "resnet_lite")),
+                   "inferx-int8-o0": ("int8", ["--iree-flag=--iree-opt-level=O0"], ("mlp", "bert", "mlp_lite",
+                                                                                      "bert_lite")),
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}
