@@ -138,13 +138,22 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     if uses_conv_strategy(target, options) and winograd:
         decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
     overridden = {option_name(f) for f in options.extra_iree_flags}
-    flags = [f for f in target.iree_flags() if option_name(f) not in overridden]
+    flags = [f for f in target.iree_flags() + opt_level_flags(target, options) if option_name(f) not in overridden]
     if options.data_tiling is not None:
         flags = _with_flag(flags, "--iree-opt-data-tiling", "true" if options.data_tiling else "false")
     forced_tiles = options.matmul_tile_bytes is not None and target.backend == "llvm-cpu"
     if forced_tiles and MATMUL_TILE_BYTES_OPTION not in overridden:
         flags = _with_flag(flags, "--" + MATMUL_TILE_BYTES_OPTION, str(options.matmul_tile_bytes))
     return flags + semantic + decisions + integer_flags(options) + list(options.extra_iree_flags)
+
+
+def opt_level_flags(target: Target, options: CompileOptions) -> list[str]:
+    """IREE's optimization level: the target's for builds whose contractions are all f16/bf16
+    (Target.half_precision_opt_level says why), else IREE's default."""
+    half = options.precision in ("fp16", "bf16") and not integer_layers(options)
+    if half and target.half_precision_opt_level:
+        return [f"--iree-opt-level={target.half_precision_opt_level}"]
+    return []
 
 
 def _with_flag(flags: list[str], option: str, value: str) -> list[str]:

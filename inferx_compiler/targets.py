@@ -73,14 +73,16 @@ class Target:
     # znver3 VM (512 KiB L2) 1 MiB had cost BERT-base b8 14%: there the rule keeps 256 KiB.
     # `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
     matmul_tile_bytes: Optional[int] = None
-    # IREE's optimization level (`--iree-opt-level`; None: IREE 3.13's default, O0). O2 adds
-    # aggressive dispatch fusion (a layer norm's two reductions and its normalization become one
-    # kernel), fp reassociation and matmul generalization. CUDA targets: O2, measured on an H200
+    # IREE's optimization level (`--iree-opt-level`) for builds whose contractions are all f16/bf16
+    # (None: IREE 3.13's default, O0, as for every other build). O2 adds aggressive dispatch
+    # fusion (a layer norm's two reductions and its normalization become one kernel), fp
+    # reassociation and matmul generalization. CUDA targets: O2, measured on an H200
     # (2026-12-02, same rounds, docs/bench/2026-12-02-h200-epilogue/): fp16 BERT b1 1.11 -> 0.99 ms
     # (156 -> 121 kernels a call), b8 1.55 -> 1.45, GPT-2 1.43 -> 1.32, ResNet-50 and the MLP
-    # equal or better, outputs unchanged. CPU targets stay at O0: O2 measured slower on BERT there
-    # (docs/performance-notes.md).
-    opt_level: Optional[str] = None
+    # equal or better, outputs unchanged. Not for other builds: at O2 the weight-only int8 route
+    # gave wrong BERT b8 outputs (relative L2 1.24) and a 28x slower MLP b1, and fp32 BERT b8 was
+    # 12% slower (`o2-check/` there). CPU targets stay at O0: O2 measured slower on BERT there.
+    half_precision_opt_level: Optional[str] = None
 
     @property
     def executable(self) -> bool:
@@ -125,10 +127,7 @@ class Target:
             flags.append(f"--{MATMUL_TILE_BYTES_OPTION}={tile_bytes}")
             return flags
         if self.backend == "cuda":
-            flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
-            if self.opt_level:
-                flags.append(f"--iree-opt-level={self.opt_level}")
-            return flags
+            return ["--iree-hal-target-device=cuda", f"--iree-cuda-target={self.cuda_target}"]
         raise TargetError(
             f"target '{self.name}' has no IREE backend: {self.route_note or 'nothing to compile to'}"
         )
@@ -229,22 +228,22 @@ _STATIC_TARGETS = (
            ("f32", "tf32", "f16", "bf16", "i8"), cuda_target="sm_80",
            memory_bytes=80 * 2**30, shared_memory_bytes=_AMPERE_SMEM, l2_bytes=40 * 2**20,
            subgroup_size=32, runtime_driver="cuda", peak_gflops=312_000.0, bandwidth_gbs=1_935.0, cores=108,
-           opt_level="O2"),
+           half_precision_opt_level="O2"),
     Target("h100", "NVIDIA H100 (Hopper, sm_90)", "cuda", "sm_90", 128,
            ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
            memory_bytes=80 * 2**30, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
            subgroup_size=32, runtime_driver="cuda", peak_gflops=989_000.0, bandwidth_gbs=3_350.0, cores=132,
-           opt_level="O2", route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90"),
+           half_precision_opt_level="O2", route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90"),
     Target("h200", "NVIDIA H200 (Hopper, sm_90, 141 GB HBM3e)", "cuda", "sm_90", 128,
            ("f32", "tf32", "f16", "bf16", "f8e4m3", "f8e5m2", "i8"), cuda_target="sm_80",
            memory_bytes=141 * 10**9, shared_memory_bytes=_HOPPER_SMEM, l2_bytes=50 * 2**20,
            subgroup_size=32, runtime_driver="cuda", peak_gflops=989_000.0, bandwidth_gbs=4_190.0, cores=132,
-           opt_level="O2", route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90 "
+           half_precision_opt_level="O2", route_note="IREE 3.13 knows no sm_90: sm_80 PTX, JIT-compiled by the driver for sm_90 "
                       "(verified on an H200)"),
     Target("orin", "NVIDIA Jetson Orin GPU (Ampere, sm_87)", "cuda", "sm_87", 128,
            ("f32", "f16", "bf16", "i8"), cuda_target="sm_87", memory_bytes=64 * 2**30,
            shared_memory_bytes=_AMPERE_SMEM, l2_bytes=4 * 2**20, subgroup_size=32,
-           runtime_driver="cuda", peak_gflops=42_000.0, bandwidth_gbs=204.0, cores=16, opt_level="O2"),
+           runtime_driver="cuda", peak_gflops=42_000.0, bandwidth_gbs=204.0, cores=16, half_precision_opt_level="O2"),
     Target("orin-cpu", "NVIDIA Jetson Orin CPU (Arm Cortex-A78AE, NEON)", "llvm-cpu",
            "cortex-a78ae", 128, ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=100.0, bandwidth_gbs=100.0, features=("neon",),

@@ -23,7 +23,9 @@ projections 1024x768 K=768 17.9 -> 10.5 us, 1024x3072 K=768 42.6 -> 31.1, 1024x7
 44.6 -> 19.7; the MLP's 64x4096 K=4096 32.1 -> 10.5; b1's 128x768 K=3072 9.4 -> 6.3; one loss,
 ResNet-50 b1's 512x49 K=2048 8.4 -> 11.6 (IREE's split-K code wins on that 49-column output).
 Outputs within 3e-5 (relative L2) of IREE's. In the models (docs/bench/2026-12-02-h200-hopper/):
-BERT b8 2.92 -> 2.08 ms, ResNet-50 b8 3.15 -> 2.44, MLP b64 0.464 -> 0.313.
+BERT b8 2.92 -> 2.08 ms, ResNet-50 b8 3.15 -> 2.44, MLP b64 0.464 -> 0.313. The fused epilogues,
+same rounds (docs/bench/2026-12-02-h200-epilogue/): BERT b1 1.37 -> 1.11 ms (205 -> 156 kernels a
+call), b8 1.92 -> 1.55, GPT-2 1.76 -> 1.43, ResNet-50 b1 1.15 -> 0.98, b8 1.90 -> 1.81.
 
 The tile rule, from the target's SM count (fitted on the first sweep, prototype.json there): 128x128 tiles (8 warps,
 3 stages) when they alone give every SM a tile; else 64x128 (or 128x64 for wide-M outputs,

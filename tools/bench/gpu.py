@@ -54,7 +54,7 @@ sys.path.insert(0, HERE)
 import models  # noqa: E402
 from run import log, rel_l2  # noqa: E402  (the CPU harness's helpers; run.py travels with this file)
 
-TOL = {"fp32": 1e-4, "fp16": 2e-2, "int8": 0.1, "int4": 0.6}  # int8/int4: against broken code only (random weights)
+TOL = {"fp32": 1e-4, "fp16": 2e-2, "bf16": 3e-2, "int8": 0.1, "int4": 0.6}  # int8/int4: against broken code only (random weights)
 SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "iree-fp32", "iree-f16",
            "inferx-fp32", "inferx-fp16", "inferx-fp16-before", "inferx-fp16-nosplit",
            "inferx-fp16-norule", "inferx-fp32-nosplit", "inferx-fp16-nohopper", "inferx-int8", "inferx-int4"]
@@ -63,10 +63,12 @@ SYSTEMS = ["torch-fp32", "torch-fp16", "torch-compile-fp16", "torch-ro-fp16", "i
 
 
 # stored weight bytes against fp32's (int8/int4: the integer weights; their scales are < 1%)
-WEIGHT_BYTES_FACTOR = {"fp16": 0.5, "int8": 0.25, "int4": 0.125}
+WEIGHT_BYTES_FACTOR = {"fp16": 0.5, "bf16": 0.5, "int8": 0.25, "int4": 0.125}
 
 
 def _precision_of(system: str) -> str:
+    if "bf16" in system:
+        return "bf16"
     return "int8" if "int8" in system else "int4" if "int4" in system else "fp16" if "16" in system else "fp32"
 
 

@@ -75,6 +75,9 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                                       ("mlp", "bert", "resnet50", "mlp_lite", "bert_lite", "resnet_lite")),
                    "inferx-int8-o0": ("int8", ["--iree-flag=--iree-opt-level=O0"], ("mlp", "bert", "mlp_lite",
                                                                                       "bert_lite")),
+                   # bf16 matmul inputs (f32 accumulation; the sm_90a kernels take bf16 too)
+                   "inferx-bf16": ("bf16", [], ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
+                                               "gpt2_lite", "resnet_lite")),
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}
