@@ -61,7 +61,9 @@ LONG_REDUCTION = 2048  # split-K is considered from this K on
 MIN_SLICE = 256
 # (block_m, block_n, warps, stages)
 LARGE, WIDE_N, WIDE_M, SMALL = (128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)
-_TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL)}
+# larger tiles, for measuring them (`tile=`); the rule does not pick them
+HUGE_N, HUGE_M, WIDEST_N = (128, 256, 8, 3), (256, 128, 8, 3), (64, 256, 4, 3)
+_TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL, HUGE_N, HUGE_M, WIDEST_N)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ SHAPES = SPLIT_SHAPES + [
     (1024, 3072, 768, "BERT b8 FFN up"),
     (6272, 256, 576, "ResNet-50 b8 conv2 3x3 (im2col)"),
 ]
-TILES = ("128x128", "128x64", "64x128", "64x64")
+TILES = ("128x128", "128x64", "64x128", "64x64", "128x256", "256x128", "64x256")
 
 
 def _opt(src: str, dst: str, pipeline: str) -> None:
@@ -51,7 +51,7 @@ def _rule_tile(src: str, target: str) -> str:
     return proc.stderr.split(", tile ")[1].split(" ")[0] if ", tile " in proc.stderr else ""
 
 
-def prepare(out: str, target_name: str) -> int:
+def prepare(out: str, target_name: str, only: str = "") -> int:
     from inferx_compiler.targets import get_target
 
     target = get_target(target_name)
@@ -59,13 +59,15 @@ def prepare(out: str, target_name: str) -> int:
     os.makedirs(out, exist_ok=True)
     index = []
     for m, n, k, what in SHAPES:
+        if only and f"{m}x{n}x{k}" not in only.split(","):
+            continue
         src = os.path.join(out, f"mm_{m}x{n}x{k}.mlir")
         with open(src, "w") as f:
             f.write(module_text(m, n, k))
         rule = _rule_tile(src, target.name)
         variants = [("iree", f"builtin.module(inferx-split-reduction{{target={target.name}}})")]
         variants += [(f"tile {t}", f"builtin.module(inferx-hopper-matmul{{target={target.name} tile={t}}})")
-                     for t in TILES if not (t.startswith("128") and m <= 64)]
+                     for t in TILES if int(t.split("x")[0]) <= max(m, 64)]
         for name, pipeline in variants:
             tag = f"mm_{m}x{n}x{k}_{name.replace(' ', '')}"
             mlir = os.path.join(out, tag + ".mlir")
@@ -107,9 +109,10 @@ def main(argv=None) -> int:
     p.add_argument("mode", choices=["prepare", "run"])
     p.add_argument("dir")
     p.add_argument("--target", default="h200")
+    p.add_argument("--shapes", default="", help="prepare only these (comma list of MxNxK)")
     p.add_argument("--out", default=os.environ.get("OUT", "extern-sweep-out"))
     a = p.parse_args(argv)
-    return prepare(a.dir, a.target) if a.mode == "prepare" else run(a.dir, a.out)
+    return prepare(a.dir, a.target, a.shapes) if a.mode == "prepare" else run(a.dir, a.out)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{stages=3})' 2>&1 | filecheck %s --check-prefix=OPTION
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{epilogue=maybe})' 2>&1 | filecheck %s --check-prefix=EPILOGUE
 // TARGET: error: unknown target 'tpu'
-// TILE: error: pass 'inferx-hopper-matmul': tile must be one of 128x128, 64x128, 128x64, 64x64, got '32x32'
+// TILE: error: pass 'inferx-hopper-matmul': tile must be one of 128x128, 64x128, 128x64, 64x64, 128x256, 256x128, 64x256, got '32x32'
 // SPLIT: error: pass 'inferx-hopper-matmul': split must be 0 (the rule) or >= 1, got -1
 // OPTION: error: pass 'inferx-hopper-matmul' has no option 'stages'; valid options: target, tile, split, epilogue
 // EPILOGUE: error: pass 'inferx-hopper-matmul': option 'epilogue' expects bool, got 'maybe'
