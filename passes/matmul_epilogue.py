@@ -414,7 +414,9 @@ def fusible_epilogue(matmul, add_init: bool = False) -> tuple[Optional[EpilogueP
     while absorbed or add_init:
         outside = _read_outside(builder, absorbed, matmul)
         last = absorbed[-1].results[0] if absorbed else matmul.results[0]
-        if len(outside) == 1 and outside[0] == last and not (absorbed and _padded(last)):
+        if absorbed and _padded(last):
+            why = "the result of the ops after it is padded next (IREE writes it into the padded buffer)"
+        elif len(outside) == 1 and outside[0] == last:
             try:
                 return builder.plan(outside[0]), ""
             except _Declined as e:
@@ -445,7 +447,7 @@ def _ops_after(matmul) -> list:
 
 def _done(builder, absorbed, tainted) -> bool:
     """Whether every use of the absorbed values has been visited (nothing after can join)."""
-    members = {op for op in absorbed}
+    members = set(absorbed)
     for value in builder.values:
         for use in value.uses:
             owner = use.owner.operation
@@ -456,7 +458,7 @@ def _done(builder, absorbed, tainted) -> bool:
 
 def _read_outside(builder, absorbed, matmul) -> list:
     """The values computed by the matmul and `absorbed` that an op outside them reads."""
-    members = {op for op in absorbed}
+    members = set(absorbed)
     values = [matmul.results[0]] + [r for op in absorbed for r in op.results]
     outside = []
     for value in values:
