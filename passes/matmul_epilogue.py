@@ -105,6 +105,13 @@ def _reassociation(op) -> list:
     return [[ir.IntegerAttr(i).value for i in group] for group in ir.ArrayAttr(op.attributes["reassociation"])]
 
 
+def _static(value) -> bool:
+    """A value the kernel can address: a scalar, or a tensor of static shape."""
+    from iree.compiler import ir
+
+    return not isinstance(value.type, ir.ShapedType) or value.type.has_static_shape
+
+
 def _shape(value) -> list:
     return list(value.type.shape)
 
@@ -162,6 +169,8 @@ class _Builder:
 
     # -- absorbing one op ---------------------------------------------------------------
     def absorb(self, op) -> None:
+        if not all(_static(v) for v in list(op.operands) + list(op.results)):
+            raise _Declined(f"{op.name} with a dynamic shape")
         if op.name in _SHAPE_OPS:
             coords, name = self.values[op.operands[0]]
             result = self._reshaped(op, coords)
@@ -249,6 +258,8 @@ class _Builder:
         element_type = str(value.type.element_type)
         if element_type not in POINTER_TYPES:
             raise _Declined(f"an operand of element type {element_type}")
+        if not _static(value):
+            raise _Declined("an operand with a dynamic shape")
         value, coords = _smallest_source(value, coords)
         fill = defining_op(value, ("linalg.fill",))
         splat = constant_scalar(fill.operands[0] if fill is not None else value)

@@ -242,3 +242,20 @@ func.func @only_relu_then_pad(%w: tensor<64x64xf16>, %x: tensor<64x3136xf16>) ->
   } : tensor<64x3136xf32> to tensor<64x3138xf32>
   return %padded : tensor<64x3138xf32>
 }
+// A residual of dynamic shape: the kernel cannot address it.
+// CHECK-LABEL: func.func @dynamic_residual(
+// CHECK:         flow.dispatch {{.*}} -> (tensor<1x1024x768xf32>, tensor<16xi8>, tensor<16xi8>)
+func.func @dynamic_residual(%a: tensor<1024x768xf16>, %b: tensor<768x768xf16>, %res: tensor<?x768xf32>) -> tensor<1024x768xf32> {
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1024x768xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<1024x768xf32>) -> tensor<1024x768xf32>
+  // expected-remark @+1 {{epilogue not fused: linalg.generic with a dynamic shape}}
+  %p = linalg.matmul ins(%a, %b : tensor<1024x768xf16>, tensor<768x768xf16>) outs(%z : tensor<1024x768xf32>) -> tensor<1024x768xf32>
+  %x = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%p, %res : tensor<1024x768xf32>, tensor<?x768xf32>) outs(%e : tensor<1024x768xf32>) {
+  ^bb0(%in: f32, %q: f32, %out: f32):
+    %s = arith.addf %in, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<1024x768xf32>
+  return %x : tensor<1024x768xf32>
+}
