@@ -66,12 +66,15 @@ class Target:
     # Operand bytes of one workgroup tile of IREE's data-tiled matmuls
     # (`--iree-llvmcpu-matmul-tile-bytes`; None: IREE's default, 256 KiB). IREE's tiles keep the
     # whole reduction dim, so at 256 KiB a 4096-deep f32 matmul fits no tile with more than one
-    # 16-row panel and the weight is streamed once per 16 rows. None: half the record's per-core
-    # L2 (at least IREE's default; `matmul_tile_bytes_for`). Measured on an AVX-512 Xeon with
-    # 2 MiB L2 (2 threads, 2026-12-01, tools/bench/knobs.py) 1 MiB took the 8x4096^2 MLP at batch 64
-    # from 228 to 153 ms and GPT-2 from 289 to 266, BERT-base b8 unchanged (1312 / 1324). On a
-    # znver3 VM (512 KiB L2) 1 MiB had cost BERT-base b8 14%: there the rule keeps 256 KiB.
-    # `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
+    # 16-row panel and the weight is streamed once per 16 rows. None: from the record's per-core
+    # L2 (`matmul_tile_bytes_for`): 1 MiB where the L2 holds at least 1 MiB, else IREE's default.
+    # Measured (tools/bench/knobs.py, 2 threads): on an AVX-512 Xeon with 2 MiB L2 (2026-12-01)
+    # 1 MiB took the 8x4096^2 MLP at batch 64 from 228 to 153 ms and GPT-2 from 289 to 266,
+    # BERT-base b8 unchanged; on an AMD EPYC with AVX-512 and 1 MiB L2 (2026-12-02,
+    # docs/bench/2026-12-02-cpu-tile-budget/) 512 KiB -> 1 MiB took the MLP at batch 64 from 71.8
+    # to 48.1 ms (onnxruntime 56.9), at batch 1 13.4 -> 12.2, BERT-base b1/b8, GPT-2 and
+    # ResNet-50 b1 unchanged; on a znver3 VM (512 KiB L2) 1 MiB had cost BERT-base b8 14%: there
+    # the rule keeps 256 KiB. `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
     matmul_tile_bytes: Optional[int] = None
     # IREE's optimization level (`--iree-opt-level`) for builds whose contractions are all f16/bf16
     # (None: IREE 3.13's default, O0, as for every other build). O2 adds aggressive dispatch
@@ -146,10 +149,13 @@ DATA_TILING_OPS = ("matmul", "scaled_matmul", "convolution")
 _X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile")
 
 
+LARGE_L2_TILE_BYTES = 1 << 20  # the budget where the per-core L2 holds it
+
+
 def matmul_tile_bytes_for(l2_bytes: Optional[int]) -> int:
-    """The data-tiled matmul tile budget for a CPU with this per-core L2: half of it, never
-    below IREE's default."""
-    return max(IREE_MATMUL_TILE_BYTES, (l2_bytes or 0) // 2)
+    """The data-tiled matmul tile budget for a CPU with this per-core L2 (Target.matmul_tile_bytes
+    says what was measured): 1 MiB from 1 MiB of L2 on, else IREE's default."""
+    return LARGE_L2_TILE_BYTES if (l2_bytes or 0) >= LARGE_L2_TILE_BYTES else IREE_MATMUL_TILE_BYTES
 
 
 def _host_cpu() -> Target:

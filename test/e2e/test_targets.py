@@ -101,11 +101,12 @@ def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
     from inferx_compiler.targets import IREE_MATMUL_TILE_BYTES, matmul_tile_bytes_for
 
     assert matmul_tile_bytes_for(256 * 1024) == IREE_MATMUL_TILE_BYTES
+    assert matmul_tile_bytes_for(512 * 1024) == IREE_MATMUL_TILE_BYTES  # Zen 3: 1 MiB measured slower
     assert matmul_tile_bytes_for(None) == IREE_MATMUL_TILE_BYTES
-    assert matmul_tile_bytes_for(2 * 2**20) == 2**20
+    assert matmul_tile_bytes_for(2**20) == matmul_tile_bytes_for(2 * 2**20) == 2**20
     host = get_target("cpu")
     assert f"--iree-llvmcpu-matmul-tile-bytes={matmul_tile_bytes_for(host.l2_bytes)}" in host.iree_flags()
-    assert "--iree-llvmcpu-matmul-tile-bytes=524288" in get_target("x86-avx512").iree_flags()  # 1 MiB L2
+    assert "--iree-llvmcpu-matmul-tile-bytes=1048576" in get_target("x86-avx512").iree_flags()  # 1 MiB L2
     assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in get_target("x86-avx2").iree_flags()
     assert not any("matmul-tile-bytes" in f for f in get_target("h200").iree_flags())
     user = "--iree-llvmcpu-matmul-tile-bytes=4096"
