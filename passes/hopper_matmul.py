@@ -42,6 +42,7 @@ the dequantization into its matmul dispatch), and builds without Triton (`pip in
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import ClassVar, Optional
@@ -223,10 +224,8 @@ class HopperMatmul(TargetedPass):
 
 
 def _summary(names: list) -> str:
-    counts: dict = {}
-    for name in names:
-        counts[name] = counts.get(name, 0) + 1
-    return ", ".join(f"{n} {name}" if n > 1 else name for name, n in counts.items())
+    """"2 tensor.expand_shape, linalg.generic": the fused ops by name, in order of appearance."""
+    return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())
 
 
 def _external(compiled, plan=None) -> ExternalKernel:

@@ -14,10 +14,10 @@ product and from values that do not depend on it:
     (`triton_matmul.EPILOGUE_OPS`), whose other operands are read through projected
     permutations (bias vectors, residuals, scalars);
 and keeps the largest prefix of them with a single result used outside (the value the kernel
-will store), which is not padded next (see _padded). Every value is followed as coordinates of the product's (m, n): each coordinate is
-a mixed-radix number of "digits" (m // div) % size or (n // div) % size, so any reshape,
-transpose and broadcast keeps it exact, and a tensor's element offset separates into a part
-from m and a part from n (`triton_matmul.Offsets`). An operand that is itself a broadcast (or
+will store), which is not padded next (see _padded). Every value is followed as coordinates of
+the product's (m, n): each coordinate is a mixed-radix number of "digits" (m // div) % size or
+(n // div) % size, so any reshape, transpose and broadcast keeps it exact, and a tensor's
+element offset separates into a part from m and a part from n (`triton_matmul.Offsets`). An operand that is itself a broadcast (or
 reshape) of a smaller tensor is read from that tensor.
 
 The result is an `EpiloguePlan`: the kernel's `Epilogue`, the operand values it reads, the ops it
@@ -97,6 +97,25 @@ def _split(coord: Coord, sizes) -> list:
     if digits:
         raise _Declined("a reshape does not line up with the product's rows and columns")
     return parts
+
+
+def _expanded(coords: list, groups: list, shape: list) -> list:
+    """Coordinates of an expand_shape's result (`shape`) from its source's `coords`."""
+    out = []
+    for coord, group in zip(coords, groups):
+        out += _split(coord, [shape[i] for i in group])
+    return out
+
+
+def _collapsed(coords: list, groups: list) -> list:
+    """Coordinates of a collapse_shape's result from its source's `coords`."""
+    return [_normalize(sum((coords[i] for i in group), ())) for group in groups]
+
+
+def _all_parallel(op) -> bool:
+    from iree.compiler import ir
+
+    return all("parallel" in str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"]))
 
 
 def _reassociation(op) -> list:
@@ -188,22 +207,14 @@ class _Builder:
         if op.name == "linalg.transpose":
             perm = list(ir.DenseI64ArrayAttr(op.attributes["permutation"]))
             return [coords[p] for p in perm]
-        groups = _reassociation(op)
         if op.name == "tensor.expand_shape":
-            shape = _shape(op.results[0])
-            out = []
-            for coord, group in zip(coords, groups):
-                out += _split(coord, [shape[i] for i in group])
-            return out
-        return [_normalize(sum((coords[i] for i in group), ())) for group in groups]  # collapse
+            return _expanded(coords, _reassociation(op), _shape(op.results[0]))
+        return _collapsed(coords, _reassociation(op))
 
     def _generic(self, op) -> None:
-        from iree.compiler import ir
-
         from .linalg_analysis import indexing_maps
 
-        iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
-        if any("reduction" in it for it in iterators) or len(op.results) != 1:
+        if not _all_parallel(op) or len(op.results) != 1:
             raise _Declined("a reduction or several results")
         maps = indexing_maps(op)
         inputs = list(op.operands)[:len(maps) - 1]
@@ -342,16 +353,13 @@ def _smallest_source(value, coords: list):
         if producer is None:
             return value, coords
         try:
+            # (the source of an expand_shape is its result collapsed, and the other way round)
             if producer.name == "tensor.expand_shape":
-                source = producer.operands[0]
-                coords = [_normalize(sum((coords[i] for i in g), ())) for g in _reassociation(producer)]
-                value = source
+                coords, value = _collapsed(coords, _reassociation(producer)), producer.operands[0]
                 continue
             if producer.name == "tensor.collapse_shape":
                 source = producer.operands[0]
-                shape = _shape(source)
-                coords = sum((_split(c, [shape[i] for i in g]) for c, g in zip(coords, _reassociation(producer))), [])
-                value = source
+                coords, value = _expanded(coords, _reassociation(producer), _shape(source)), source
                 continue
             if producer.name == "linalg.broadcast":  # the result's `dimensions` are new
                 added = set(ir.DenseI64ArrayAttr(producer.attributes["dimensions"]))
@@ -364,11 +372,10 @@ def _smallest_source(value, coords: list):
                 for d, coord in zip(_map_results(maps[1]), coords):
                     if d is not None:
                         loops[d] = coord
+                if not isinstance(producer.operands[0].type, ir.RankedTensorType):
+                    return value, coords  # a splat of a scalar: read as it is
                 loops = [() if c is None else c for c in loops]
-                coords = _coords_through(maps[0], loops)
-                value = producer.operands[0]
-                if not isinstance(value.type, ir.RankedTensorType):
-                    return producer.results[0], coords
+                coords, value = _coords_through(maps[0], loops), producer.operands[0]
                 continue
         except _Declined:
             pass
@@ -377,15 +384,12 @@ def _smallest_source(value, coords: list):
 
 def _is_copy(op) -> bool:
     """A generic that yields its one input unchanged (a broadcast, transpose or copy)."""
-    from iree.compiler import ir
-
-    if len(op.operands) != 2 or len(op.results) != 1:
+    if len(op.operands) != 2 or len(op.results) != 1 or not _all_parallel(op):
         return False
-    iterators = [str(a) for a in ir.ArrayAttr(op.attributes["iterator_types"])]
     block = op.regions[0].blocks[0]
     body = list(block.operations)
-    return (all("parallel" in it for it in iterators) and len(body) == 1
-            and body[0].operands[0] == block.arguments[0] and op.operands[0].type.element_type == op.results[0].type.element_type)
+    return (len(body) == 1 and body[0].operands[0] == block.arguments[0]
+            and op.operands[0].type.element_type == op.results[0].type.element_type)
 
 
 def fusible_epilogue(matmul, add_init: bool = False) -> tuple[Optional[EpiloguePlan], str]:
