@@ -91,7 +91,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}}}")
     if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
         epilogue = "" if options.runs("inferx-hopper-epilogue") else " epilogue=false"
-        passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}}}")
+        group = "" if options.runs("inferx-hopper-group") else " group=false"
+        passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}{group}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]

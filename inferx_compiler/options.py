@@ -14,10 +14,11 @@ PLAN_MODES = ("int8", "int4", "auto")
 ATTENTION_CHOICES = ("auto", "on", "off")
 # The rewriting passes a build may leave out (--disable-pass), to measure what each one is worth.
 # The others carry the model's meaning (import, precision, parameters, the output entry).
-# inferx-hopper-epilogue names a part of inferx-hopper-matmul: the ops after a matmul that its
-# kernel finishes (disabled: the kernel stores the f32 product and IREE runs the rest).
+# inferx-hopper-epilogue and inferx-hopper-group name parts of inferx-hopper-matmul: the ops after
+# a matmul that its kernel finishes (disabled: the kernel stores the f32 product and IREE runs the
+# rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
-                   "inferx-split-reduction", "inferx-hopper-matmul", "inferx-hopper-epilogue",
+                   "inferx-split-reduction", "inferx-hopper-matmul", "inferx-hopper-epilogue", "inferx-hopper-group",
                    "inferx-dispatch-config")
 
 

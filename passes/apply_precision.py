@@ -1,7 +1,8 @@
 """inferx-apply-precision: carry out `inferx.precision = "f16" | "bf16"` annotations.
 
 For each annotated contraction whose operands are all f32, truncates every input with
-an elementwise linalg.generic (`arith.truncf`) and makes the contraction read the
+an elementwise linalg.generic (`arith.truncf`; one per value, shared by the contractions that
+read it) and makes the contraction read the
 low-precision inputs while it still accumulates into its f32 output:
   - named ops (linalg.matmul, conv_2d_*, ...) are rebuilt with the new inputs; their
     bodies cast each input to the output type, so `extf` appears inside the body;
@@ -41,6 +42,23 @@ def truncate(value: ir.Value, element_type: ir.Type, loc) -> ir.Value:
                             lambda x: arith.truncf(element_type, x), loc)
 
 
+class Truncations:
+    """One truncation per (value, type, block): contractions that read the same f32 value (an
+    attention's query, key and value projections of one input) read the same low-precision
+    copy, made in front of the first of them. Otherwise each gets a copy of its own, and later
+    passes can no longer see that they share an input (inferx-hopper-matmul's sibling groups)."""
+
+    def __init__(self):
+        self._made = {}
+
+    def of(self, value: ir.Value, element_type: ir.Type, user: ir.Operation) -> ir.Value:
+        key = (value, str(element_type), user.operation.block)
+        if key not in self._made:
+            with ir.InsertionPoint(user), user.location:
+                self._made[key] = truncate(value, element_type, user.location)
+        return self._made[key]
+
+
 def read_precision(op: ir.Operation) -> str:
     attr = op.attributes[PRECISION_ATTR]
     if not isinstance(attr, ir.StringAttr) or attr.value not in PRECISIONS:
@@ -55,13 +73,13 @@ def _demotable(op: ir.Operation) -> bool:
         isinstance(v.type.element_type, ir.F32Type) for v in op.operands)
 
 
-def demote_named(op: ir.Operation, low: ir.Type) -> bool:
+def demote_named(op: ir.Operation, low: ir.Type, truncations: Truncations) -> bool:
     """Rebuild a named contraction on truncated inputs; declines linalg.generic."""
     if op.name == "linalg.generic":
         return False
     inputs, init = inputs_and_init(op)
+    new_inputs = [truncations.of(v, low, op) for v in inputs]
     with ir.InsertionPoint(op), op.location:
-        new_inputs = [truncate(v, low, op.location) for v in inputs]
         attributes = {k: op.attributes[k] for k in op.attributes
                       if k not in (PRECISION_ATTR, _MEMOIZED)}
         new = ir.Operation.create(op.name, results=[r.type for r in op.results],
@@ -73,16 +91,15 @@ def demote_named(op: ir.Operation, low: ir.Type) -> bool:
     return True
 
 
-def demote_generic(op: ir.Operation, low: ir.Type) -> bool:
+def demote_generic(op: ir.Operation, low: ir.Type, truncations: Truncations) -> bool:
     """Feed a linalg.generic truncated inputs; extend them back inside the body."""
     if op.name != "linalg.generic":
         return False
     inputs, _ = inputs_and_init(op)
     block = op.regions[0].blocks[0]
     f32 = ir.F32Type.get()
-    with ir.InsertionPoint(op), op.location:
-        for i, value in enumerate(inputs):
-            op.operands[i] = truncate(value, low, op.location)
+    for i, value in enumerate(inputs):
+        op.operands[i] = truncations.of(value, low, op)
     at_begin = ir.InsertionPoint.at_block_begin(block)
     for i in range(len(inputs)):
         arg = block.arguments[i]
@@ -106,9 +123,10 @@ class ApplyPrecision(ModulePass):
     summary: ClassVar[str] = "apply inferx.precision: f16/bf16 inputs, f32 accumulation"
 
     def run(self, module) -> None:
+        truncations = Truncations()
         for op in collect(module, lambda o: PRECISION_ATTR in o.attributes):
             precision = read_precision(op)
             if precision not in _LOW or not _demotable(op):
                 continue
             low = _LOW[precision].get()
-            any(pattern(op, low) for pattern in PATTERNS)
+            any(pattern(op, low, truncations) for pattern in PATTERNS)

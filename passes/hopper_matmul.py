@@ -17,6 +17,15 @@ their result and no IREE kernel reads the f32 product back; `epilogue=false` (or
 `--disable-pass inferx-hopper-epilogue`) leaves them to IREE. Split-K products are summed by a
 linalg reduction, into which IREE fuses the epilogue.
 
+Sibling matmuls, the ones that read the same A with the same shape and layouts (an attention's
+query, key and value projections), become one kernel (`triton_matmul.GroupSpec`): its grid is
+the members' tiles one after the other, one main loop reads the B of the member owning the tile,
+and each member's epilogue is a branch after it. One launch instead of three, and 3x the tiles
+for the SMs (BERT b1: 24 tiles of 64x64 each, 72 together). The tile rule sees the group as one
+matmul of the summed width; siblings stay apart when that would split K, when a member's result
+is read before the last member's chain ends (one of them feeds another), or with `group=false`
+(`--disable-pass inferx-hopper-group`).
+
 Measured on an H200 (2026-12-02, CUPTI kernel time per call of the matmul and its epilogue
 dispatch, tools/bench/gpu_extern_sweep.py, docs/bench/2026-12-02-h200-extern/): BERT-base b8's
 projections 1024x768 K=768 17.9 -> 10.5 us, 1024x3072 K=768 42.6 -> 31.1, 1024x768 K=3072
@@ -37,7 +46,7 @@ multiple of 16, weight-only int8/int4 layers (an operand dequantized from intege
 the dequantization into its matmul dispatch), and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
 
 `tile=BMxBN` and `split=S` force a configuration (measurement and tests). Spelled
-`inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true}`.
+`inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true}`.
 """
 
 from __future__ import annotations
@@ -62,9 +71,11 @@ LONG_REDUCTION = 2048  # split-K is considered from this K on
 MIN_SLICE = 256
 # (block_m, block_n, warps, stages)
 LARGE, WIDE_N, WIDE_M, SMALL = (128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)
-# larger tiles, for measuring them (`tile=`); the rule does not pick them
+# other tiles, for measuring them (`tile=`); the rule does not pick them
 HUGE_N, HUGE_M, WIDEST_N = (128, 256, 8, 3), (256, 128, 8, 3), (64, 256, 4, 3)
-_TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL, HUGE_N, HUGE_M, WIDEST_N)}
+NARROW_N, NARROWEST_N = (64, 32, 4, 4), (64, 16, 4, 4)
+_TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL, HUGE_N, HUGE_M, WIDEST_N, NARROW_N,
+                                         NARROWEST_N)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +168,7 @@ class HopperMatmul(TargetedPass):
     tile: str = ""
     split: int = 0
     epilogue: bool = True
+    group: bool = True
 
     def __post_init__(self):
         super().__post_init__()
@@ -174,36 +186,89 @@ class HopperMatmul(TargetedPass):
             why_not = f"target '{target.name}' ({target.arch}) is not a Hopper GPU"
         else:
             why_not = triton_matmul.available()
-        declared: dict[str, ExternalKernel] = {}
+        candidates = []
         for op in matmuls:
-            if why_not:
-                remark(self.name, op, f"declined: {why_not}")
-                continue
-            form, reason = matmul_form(op)
+            form, reason = (None, why_not) if why_not else matmul_form(op)
             if form is None:
                 remark(self.name, op, f"declined: {reason}")
+            else:
+                candidates.append((op, form))
+        sms = target.cores or 1
+        declared: dict[str, ExternalKernel] = {}
+        not_grouped, grouped = {}, set()  # by id() of the candidate's tuple (ops get erased)
+        for siblings in sibling_groups(candidates) if self.group else ():
+            members, why = self.group_plan(siblings, sms)
+            if members is None:
+                not_grouped.update({id(c): why for c in siblings})
                 continue
-            spec, how = self._spec(form, target.cores or 1, not is_zero_fill(op.operands[2]))
+            grouped.update(id(c) for c in siblings)
+            kernel = self._kernel(module, declared, members.spec, members.plans)
+            for (op, form), note in zip(siblings, members.notes):
+                remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
+                                      f"{members.spec.block_m}x{members.spec.block_n}, one kernel with "
+                                      f"{len(siblings) - 1} other matmul(s) reading the same A: {members.how}{note}")
+            with module.context:
+                _rewrite_group([op for op, _ in siblings], members.spec, kernel, members.plans, members.anchor)
+        for candidate in candidates:
+            if id(candidate) in grouped:
+                continue
+            op, form = candidate
+            spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]))
             if spec is None:
                 remark(self.name, op, f"declined: {how}")
                 continue
             plan = None
             if self.epilogue and spec.split == 1:
                 plan, why = fusible_epilogue(op, add_init=spec.has_init)
-                if plan is None:
-                    how += f"; epilogue not fused: {why}"
-                else:  # (an init is now the epilogue's first input)
+                how += _fused_note(plan, why)
+                if plan is not None:  # (an init is now the epilogue's first input)
                     spec = dataclasses.replace(spec, epilogue=plan.epilogue, has_init=False)
-                    if plan.ops:
-                        how += f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})"
-            kernel = declared.get(spec.key())
-            if kernel is None:
-                kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plan)
-                declare(module, kernel)
+            if id(candidate) in not_grouped:
+                how += f"; not grouped with its siblings: {not_grouped[id(candidate)]}"
+            kernel = self._kernel(module, declared, spec, [plan])
             remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
                                   f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
             with op.context:
                 _rewrite(op, spec, kernel, plan)
+
+    def _kernel(self, module, declared: dict, spec, plans) -> ExternalKernel:
+        """The module's executable for `spec`, compiled and declared once per distinct spec."""
+        from inferx_compiler.kernels import triton_matmul
+
+        kernel = declared.get(spec.key())
+        if kernel is None:
+            kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plans)
+            declare(module, kernel)
+        return kernel
+
+    def group_plan(self, siblings: list, sms: int):
+        """(a _Group for matmuls reading the same A, or None and why they stay apart). The tile
+        rule sees them as one matmul of their summed width; a split-K pick keeps them apart."""
+        from inferx_compiler.kernels.triton_matmul import GroupSpec
+
+        ops = [op for op, _ in siblings]
+        form = siblings[0][1]
+        together = dataclasses.replace(form, n=form.n * len(siblings))
+        spec, how = self._spec(together, sms, False)
+        if spec is None or spec.split != 1:
+            return None, how if spec is None else f"together their reduction would be split ({how})"
+        members, plans, notes = [], [], []
+        for op in ops:
+            has_init = not is_zero_fill(op.operands[2])
+            plan, why = fusible_epilogue(op, add_init=has_init) if self.epilogue else (None, "")
+            notes.append(_fused_note(plan, why))
+            member = dataclasses.replace(spec, n=form.n, has_init=has_init and plan is None,
+                                         epilogue=plan.epilogue if plan else None)
+            members.append(member)
+            plans.append(plan)
+        try:
+            group = GroupSpec(tuple(members))
+        except ValueError as e:
+            return None, str(e)
+        anchor, why = _anchor(ops, plans)
+        if anchor is None:
+            return None, why
+        return _Group(group, plans, notes, anchor, how), ""
 
     def _spec(self, form: MatmulForm, sms: int, has_init: bool):
         from inferx_compiler.kernels.triton_matmul import KernelSpec
@@ -223,26 +288,119 @@ class HopperMatmul(TargetedPass):
         return spec, how
 
 
+@dataclasses.dataclass(frozen=True)
+class _Group:
+    spec: object  # triton_matmul.GroupSpec
+    plans: list  # each member's EpiloguePlan, or None
+    notes: list  # each member's remark on its epilogue
+    anchor: object  # the dispatch goes in front of this op
+    how: str
+
+
+def sibling_groups(candidates: list) -> list[list]:
+    """Lists of two or more (op, form) candidates in one block that read the same A with the
+    same form (shape, element type, layouts): horizontal fusion candidates. Reshapes of one
+    value to one type are one value (row-major data, reinterpreted the same way)."""
+    by_key = collections.defaultdict(list)
+    for candidate in candidates:
+        op, form = candidate
+        a = op.operands[0]
+        by_key[(before_reshapes(a), str(a.type), form, op.operation.block)].append(candidate)
+    return [group for group in by_key.values() if len(group) > 1]
+
+
+def _anchor(ops: list, plans: list):
+    """(the op before which one dispatch can replace every member's chain, "") or (None, why
+    not): the op right after the last definition of anything the members read, provided no
+    member reads another's chain and each chain's result is read only after that point."""
+    from iree.compiler import ir
+
+    block = ops[0].operation.block
+    in_order = list(block.operations)
+    position = {o: i for i, o in enumerate(in_order)}
+    chains = set()
+    for op, plan in zip(ops, plans):
+        chains.update(o.operation for o in [op, *(plan.ops if plan is not None else [])])
+    read = [v for op, plan in zip(ops, plans) for v in [*op.operands, *(plan.operands if plan is not None else [])]]
+    latest = -1
+    for value in read:
+        if isinstance(value.owner, ir.Block):
+            continue  # an argument: there from the start
+        if value.owner.operation in chains:
+            return None, f"one of them reads another's result (through {value.owner.operation.name})"
+        where = _in_block(value.owner.operation, position)
+        latest = latest if where is None else max(latest, where)  # (None: from an enclosing region)
+    for op, plan in zip(ops, plans):
+        for use in (plan.result if plan is not None else op.results[0]).uses:
+            where = _in_block(use.owner.operation, position)
+            if where is None or where <= latest:
+                return None, f"a result is read (by {use.owner.operation.name}) before all their inputs exist"
+    return in_order[latest + 1], ""
+
+
+def _in_block(op, position: dict) -> Optional[int]:
+    """The position of `op`, or of its ancestor, in the block `position` indexes."""
+    while op is not None and op not in position:
+        parent = op.parent
+        op = parent.operation if parent is not None else None
+    return position.get(op) if op is not None else None
+
+
+def _fused_note(plan, why: str) -> str:
+    """The remark's words on the epilogue: what was fused, or why nothing was."""
+    if plan is None:
+        return f"; epilogue not fused: {why}" if why else ""
+    return f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})" if plan.ops else ""
+
+
 def _summary(names: list) -> str:
     """"2 tensor.expand_shape, linalg.generic": the fused ops by name, in order of appearance."""
     return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())
 
 
-def _external(compiled, plan=None) -> ExternalKernel:
+def _external(compiled, plans) -> ExternalKernel:
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
     spec = compiled.spec
-    name = f"inferx_matmul_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"
+    n = spec.total_n if spec.outputs > 1 else spec.n  # a group: its members side by side
+    what = f"{spec.m}x{n}x{spec.k}" + (f" ({spec.outputs} matmuls)" if spec.outputs > 1 else "")
+    name = f"inferx_matmul_{spec.m}x{n}x{spec.k}_{spec.key()[:8]}"
+    fused = sorted({f for plan in plans if plan is not None for f in plan.fused})
     report = {"root": "inferx_matmul (Triton, sm_90a)", "kind": "contraction", "element_type": spec.element_type,
-              "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k, "linalg_ops": 0,
-              "fused": sorted(set(plan.fused)) if plan else []}
-    config = {"source": "inferx-hopper-matmul", "signature": f"matmul {spec.m}x{spec.n}x{spec.k} {spec.element_type}",
+              "loops": [spec.m, n, spec.k], "flops": 2 * spec.m * n * spec.k, "linalg_ops": 0, "fused": fused}
+    config = {"source": "inferx-hopper-matmul", "signature": f"matmul {what} {spec.element_type}",
               "config": f"tile {spec.block_m}x{spec.block_n}x{spec.block_k}, {spec.warps} warps, {spec.stages} stages, "
                         f"split {spec.split}", "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
                           annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)))
+
+
+def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor) -> None:
+    """Sibling matmuls (and their epilogues) -> one flow.dispatch in front of `anchor`, with A
+    once, then each member's B, init and epilogue inputs; one result per member."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    with ir.InsertionPoint(anchor), anchor.location:
+        arguments = [ops[0].operands[0]]
+        result_types = []
+        for op, member, plan in zip(ops, group.members, plans):
+            arguments += [op.operands[1]] + ([op.operands[2]] if member.has_init else [])
+            arguments += plan.operands if plan is not None else []
+            result_types.append(plan.result.type if plan is not None else
+                                ir.RankedTensorType.get([1, member.m, member.n], ir.F32Type.get()))
+        scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
+        results = dispatch(kernel, arguments, result_types + [scratch] * (kernel.written - len(ops)))
+        for op, plan, result in zip(ops, plans, results):
+            if plan is None:
+                result = tensor.CollapseShapeOp(op.operands[2].type, result, [[0, 1], [2]]).result
+            (plan.result if plan is not None else op.results[0]).replace_all_uses_with(result)
+    for op, plan in zip(ops, plans):
+        for fused in reversed(plan.ops if plan is not None else []):
+            fused.erase()
+        op.erase()
 
 
 def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:

@@ -155,9 +155,9 @@ def _conv_algorithms_option(ctx, param, value):
                    "targets), on (any target), off")
 @click.option("--disable-pass", multiple=True, metavar="NAME", callback=_optional_passes,
               shell_complete=lambda ctx, param, incomplete: [p for p in OPTIONAL_PASSES if p.startswith(incomplete)],
-              help="leave one of the optimizing passes (or inferx-hopper-epilogue, the epilogue "
-                   "fusion of inferx-hopper-matmul) out of the build (repeatable), to measure what "
-                   "it is worth")
+              help="leave one of the optimizing passes (or inferx-hopper-epilogue / inferx-hopper-group, "
+                   "the epilogue fusion and sibling grouping of inferx-hopper-matmul) out of the build "
+                   "(repeatable), to measure what it is worth")
 @click.option("--tune", is_flag=True,
               help="measure dispatch configurations on this machine (cpu target) and keep the "
                    "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "

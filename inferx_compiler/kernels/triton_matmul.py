@@ -104,6 +104,70 @@ class KernelSpec:
     def input_bindings(self) -> int:
         return 2 + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
 
+    @property
+    def outputs(self) -> int:
+        return 1
+
+    @property
+    def tiles(self) -> int:
+        return self.grid[0]
+
+    def key(self) -> str:
+        text = spec_to_json(self) + TRITON_VERSION
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_SHARED_BY_SIBLINGS = ("m", "n", "k", "element_type", "a_transposed", "b_transposed", "has_init", "block_m", "block_n",
+                       "block_k", "warps", "stages", "arch")
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSpec:
+    """Sibling matmuls that read the same A (the query, key and value projections of one input):
+    one kernel whose grid is the members' tiles one after the other; each member keeps its own
+    B, init and epilogue and writes its own output. One launch instead of several, and together
+    their tiles fill the SMs where each alone would not. The members share the problem's shape,
+    element type, operand layouts and tile configuration (so one main loop, one set of shared-
+    memory buffers, serves them all), and have one slice each."""
+
+    members: tuple  # KernelSpec, ...
+
+    def __post_init__(self):
+        if len(self.members) < 2:
+            raise ValueError("a group needs at least two matmuls")
+        first = self.members[0]
+        for member in self.members[1:]:
+            differ = [f for f in _SHARED_BY_SIBLINGS if getattr(member, f) != getattr(first, f)]
+            if differ:
+                raise ValueError(f"grouped matmuls differ in {', '.join(differ)}")
+        if any(member.split != 1 for member in self.members):
+            raise ValueError("grouped matmuls take the whole reduction in one slice (split 1)")
+
+    def __getattr__(self, name):  # the shared fields (m, k, element_type, block_m, ...)
+        if name in _SHARED_BY_SIBLINGS:
+            return getattr(self.members[0], name)
+        raise AttributeError(name)
+
+    @property
+    def total_n(self) -> int:
+        return sum(member.n for member in self.members)
+
+    @property
+    def split(self) -> int:
+        return 1
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (sum(member.tiles for member in self.members), 1, 1)
+
+    @property
+    def input_bindings(self) -> int:  # a once, then each member's own
+        return 1 + sum(member.input_bindings - 1 for member in self.members)
+
+    @property
+    def outputs(self) -> int:
+        return len(self.members)
+
     def key(self) -> str:
         text = spec_to_json(self) + TRITON_VERSION
         return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -134,9 +198,12 @@ def available() -> Optional[str]:
     return None
 
 
-_MAIN_LOOP = '''\
+_GRID_POSITION = '''\
     pid = tl.program_id(0)
     s = tl.program_id(1)
+'''
+
+_MAIN_LOOP = '''\
     tiles_m = tl.cdiv(M, BM)
     tiles_n = tl.cdiv(N, BN)
     # grouped order: GROUP row tiles share the columns they read while they are in L2
@@ -213,11 +280,11 @@ def _address(ptr: str, offsets: Offsets, spec) -> tuple[str, str]:
     return ptr, ""
 
 
-def _epilogue_code(spec) -> str:
+def _epilogue_code(spec, prefix: str = "") -> str:
     ep = spec.epilogue
     lines = []
     for i, operand in enumerate(ep.inputs):
-        pointer, mask = _address(f"x{i}_ptr", operand.offsets, spec)
+        pointer, mask = _address(f"{prefix}x{i}_ptr", operand.offsets, spec)
         lines.append(f"x{i} = tl.load({pointer}, mask={mask}, other=0.0)" if mask else f"x{i} = tl.load({pointer})")
     for name, op, args in ep.body:
         if op == "const":  # (literal, element type)
@@ -226,19 +293,76 @@ def _epilogue_code(spec) -> str:
         else:
             template = _BINARY.get(op) or _UNARY.get(op) or _CASTS[op]
             lines.append(f"{name} = " + template.format(*args))
-    pointer, mask = _address("out_ptr", ep.offsets, spec)
+    pointer, mask = _address(f"{prefix}out_ptr", ep.offsets, spec)
     lines.append(f"tl.store({pointer}, ({ep.result}).to({_TL_TYPES[ep.element_type]}), mask=inside)")
     return "".join(f"    {line}\n" for line in lines)
 
 
-def kernel_source(spec: KernelSpec) -> str:
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "A_T", "B_T", "HAS_INIT", "BM", "BN", "BK", "GROUP")
+
+
+def _parameters(spec: KernelSpec, prefix: str = "") -> list[str]:
+    """The kernel's pointer parameters for one matmul: a, b, init, the epilogue's inputs, out."""
+    inputs = [f"{prefix}x{i}_ptr" for i in range(len(spec.epilogue.inputs))] if spec.epilogue else []
+    return [f"{prefix}a_ptr", f"{prefix}b_ptr", f"{prefix}init_ptr", *inputs, f"{prefix}out_ptr"]
+
+
+def kernel_source(spec) -> str:
     """The @triton.jit function's source for `spec`: the matmul main loop, then either the plain
-    f32 store of the slice or the fused epilogue (its loads, expressions and store)."""
-    inputs = "".join(f"x{i}_ptr, " for i in range(len(spec.epilogue.inputs))) if spec.epilogue else ""
-    head = (f"def inferx_matmul(a_ptr, b_ptr, init_ptr, {inputs}out_ptr, M: tl.constexpr, N: tl.constexpr, "
-            "K: tl.constexpr, K_SLICE: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr, "
-            "HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP: tl.constexpr):\n")
-    return head + _MAIN_LOOP + (_epilogue_code(spec) if spec.epilogue else _PLAIN_STORE)
+    f32 store of the slice or the fused epilogue (its loads, expressions and store). For a
+    GroupSpec, the loop reads the B of the member that owns the program's tile, and each
+    member's epilogue is one branch after it; the shared sizes are constexpr globals."""
+    if isinstance(spec, GroupSpec):
+        return _group_source(spec)
+    head = (f"def inferx_matmul({', '.join(_parameters(spec))}, "
+            + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
+    return head + _GRID_POSITION + _MAIN_LOOP + _body_end(spec)
+
+
+def _body_end(spec: KernelSpec, prefix: str = "") -> str:
+    """The code after the main loop: the epilogue, or the plain store of the f32 slice (its
+    pointers named `prefix`x<i>_ptr, `prefix`out_ptr)."""
+    if spec.epilogue:
+        return _epilogue_code(spec, prefix)
+    return _PLAIN_STORE.replace("out_ptr", f"{prefix}out_ptr")
+
+
+def _group_source(group: GroupSpec) -> str:
+    """One main loop for every member (they differ in B only: one set of shared-memory buffers),
+    then the member's own epilogue and store. The tiles of member i are programs
+    [i * T, (i + 1) * T) of the grid."""
+    first = group.members[0]
+    globals_ = "".join(f"{name} = tl.constexpr({value!r})\n" for name, value in constants(first).items())
+    lines = [f"def inferx_matmul({', '.join(_group_pointers(group))}):",
+             f"    member = tl.program_id(0) // {first.tiles}",
+             f"    pid = tl.program_id(0) % {first.tiles}",
+             "    s = 0"]
+    lines += _by_member(group, lambda i, member: [f"b_ptr = m{i}_b_ptr"]
+                        + ([f"init_ptr = m{i}_init_ptr"] if member.has_init else []))
+    lines.append(_MAIN_LOOP.rstrip("\n"))
+    lines += _by_member(group, lambda i, member: _body_end(member, f"m{i}_").rstrip("\n").split("\n"))
+    return globals_ + "\n\n" + "\n".join(lines) + "\n"
+
+
+def _by_member(group: GroupSpec, body) -> list[str]:
+    """if member == 0: body(0) / elif ...: / else: body(last), indented into the kernel."""
+    lines = []
+    for i, member in enumerate(group.members):
+        last = i == len(group.members) - 1
+        lines.append("    else:" if last else f"    {'if' if i == 0 else 'elif'} member == {i}:")
+        lines += [f"        {line.strip()}" if not line.startswith("    ") else f"    {line}" for line in body(i, member)]
+    return lines
+
+
+def _group_pointers(group: GroupSpec) -> list[str]:
+    """The grouped kernel's pointer parameters, in IREE's binding order: a, each member's inputs
+    (b, init where read, epilogue inputs), then each member's output."""
+    inputs, outputs = ["a_ptr"], []
+    for i, member in enumerate(group.members):
+        own = _parameters(member, f"m{i}_")
+        inputs += [p for p in own[1:-1] if p != f"m{i}_init_ptr" or member.has_init]
+        outputs.append(own[-1])
+    return inputs + outputs
 
 
 @functools.lru_cache(maxsize=64)
@@ -258,8 +382,11 @@ def kernel_function(spec: KernelSpec):
     return triton.jit(namespace["inferx_matmul"])
 
 
-def constants(spec: KernelSpec) -> dict:
-    """The kernel's constexpr arguments for `spec`."""
+def constants(spec) -> dict:
+    """The kernel's constexpr arguments for `spec` (a group's kernel takes none: they are literals
+    in its source)."""
+    if isinstance(spec, GroupSpec):
+        return {}
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, A_T=spec.a_transposed,
                 B_T=spec.b_transposed, HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n,
                 BK=spec.block_k, GROUP=8)
@@ -269,8 +396,14 @@ def spec_to_json(spec: KernelSpec) -> str:
     return json.dumps(dataclasses.asdict(spec), sort_keys=True)
 
 
-def spec_from_json(text: str) -> KernelSpec:
+def spec_from_json(text: str):
     fields = json.loads(text)
+    if "members" in fields:
+        return GroupSpec(tuple(_kernel_spec(member) for member in fields["members"]))
+    return _kernel_spec(fields)
+
+
+def _kernel_spec(fields: dict) -> KernelSpec:
     epilogue = fields.pop("epilogue")
     if epilogue is not None:
         def offsets(o):
@@ -312,21 +445,33 @@ def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> Compile
     return kernel
 
 
-def _compile(spec: KernelSpec) -> CompiledKernel:
+def _pointer_types(spec: KernelSpec, prefix: str = "") -> dict:
+    """Triton's type for each of _parameters(spec, prefix)."""
+    dtype = INPUT_TYPES[spec.element_type]
+    inputs = spec.epilogue.inputs if spec.epilogue else ()
+    out = POINTER_TYPES[spec.epilogue.element_type] if spec.epilogue else "fp32"
+    types = [f"*{dtype}", f"*{dtype}", "*fp32", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs), f"*{out}"]
+    return dict(zip(_parameters(spec, prefix), types))
+
+
+def _compile(spec) -> CompiledKernel:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    dtype = INPUT_TYPES[spec.element_type]
-    signature = {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "init_ptr": "*fp32"}
-    for i, operand in enumerate(spec.epilogue.inputs if spec.epilogue else ()):
-        signature[f"x{i}_ptr"] = f"*{POINTER_TYPES[operand.element_type]}"
-    signature["out_ptr"] = f"*{POINTER_TYPES[spec.epilogue.element_type]}" if spec.epilogue else "*fp32"
-    constants_ = constants(spec)
-    signature.update({name: "constexpr" for name in constants_})
-    if not spec.has_init:  # the init pointer is not read: a constexpr None drops the parameter
-        signature["init_ptr"] = "constexpr"
-        constants_["init_ptr"] = None
+    if isinstance(spec, GroupSpec):
+        types = {"a_ptr": f"*{INPUT_TYPES[spec.element_type]}"}
+        for i, member in enumerate(spec.members):
+            types.update(_pointer_types(member, f"m{i}_"))
+        signature = {name: types[name] for name in _group_pointers(spec)}
+        constants_ = {}
+    else:
+        signature = _pointer_types(spec)
+        constants_ = constants(spec)
+        signature.update({name: "constexpr" for name in constants_})
+        if not spec.has_init:  # the init pointer is not read: a constexpr None drops the parameter
+            signature["init_ptr"] = "constexpr"
+            constants_["init_ptr"] = None
     # IREE's bindings are at least 16-byte aligned (HAL buffer offsets), which lets Triton vectorize
     pointers = [i for i, name in enumerate(signature) if signature[name].startswith("*")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}

@@ -67,6 +67,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    "inferx-fp16-noepilogue": ("fp16", ["--disable-pass", "inferx-hopper-epilogue"],
                                               ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
                                                "gpt2_lite", "resnet_lite")),
+                   # a kernel per matmul instead of one for the siblings reading the same input (q, k, v)
+                   "inferx-fp16-nogroup": ("fp16", ["--disable-pass", "inferx-hopper-group"],
+                                           ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
+                                            "gpt2_lite", "resnet_lite")),
                    # IREE's default optimization level (O0) instead of the CUDA targets' O2
                    "inferx-fp16-o0": ("fp16", ["--iree-flag=--iree-opt-level=O0"],
                                       ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",

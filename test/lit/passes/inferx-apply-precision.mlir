@@ -94,3 +94,23 @@ func.func @generic_matmul_unannotated(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>,
   } -> tensor<4x16xf32>
   return %0 : tensor<4x16xf32>
 }
+
+// Two contractions reading the same f32 input (an attention's query and key projections) read
+// one truncated copy of it, so later passes see that they share it; an f16 and a bf16 reader
+// get a copy each.
+// CHECK-LABEL: func.func @shared_input(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<4x8xf32>
+// CHECK:         %[[X16:.+]] = linalg.generic {{.+}} ins(%[[X]] : tensor<4x8xf32>) outs(%{{.+}} : tensor<4x8xf16>)
+// CHECK-NOT:     ins(%[[X]] : tensor<4x8xf32>) outs(%{{.+}} : tensor<4x8xf16>)
+// CHECK:         linalg.matmul ins(%[[X16]], %{{.+}} : tensor<4x8xf16>, tensor<8x16xf16>)
+// CHECK-NOT:     ins(%[[X]] : tensor<4x8xf32>) outs(%{{.+}} : tensor<4x8xf16>)
+// CHECK:         linalg.matmul ins(%[[X16]], %{{.+}} : tensor<4x8xf16>, tensor<8x16xf16>)
+// CHECK:         %[[XB:.+]] = linalg.generic {{.+}} ins(%[[X]] : tensor<4x8xf32>) outs(%{{.+}} : tensor<4x8xbf16>)
+// CHECK:         linalg.matmul ins(%[[XB]], %{{.+}} : tensor<4x8xbf16>, tensor<8x16xbf16>)
+func.func @shared_input(%x: tensor<4x8xf32>, %wq: tensor<8x16xf32>, %wk: tensor<8x16xf32>, %c: tensor<4x16xf32>)
+    -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %q = linalg.matmul {inferx.precision = "f16"} ins(%x, %wq : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %k = linalg.matmul {inferx.precision = "f16"} ins(%x, %wk : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %b = linalg.matmul {inferx.precision = "bf16"} ins(%x, %wk : tensor<4x8xf32>, tensor<8x16xf32>) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %q, %k, %b : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
