@@ -40,7 +40,9 @@ The tile rule, from the target's SM count (fitted on the first sweep, prototype.
 3 stages) when they alone give every SM a tile; else 64x128 (or 128x64 for wide-M outputs,
 4 warps, 4 stages) when those fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
 split-K with the largest power of two S that keeps tiles x S within two per SM and slices of
-at least 256. Declined, with a remark: other targets, f32 or integer inputs, dynamic shapes,
+at least 256. A short reduction whose 64x64 tiles fill less than half the SMs takes 64x32 or
+64x16 tiles (docs/bench/2026-12-02-h200-narrow-tiles/), or is left to IREE's split-K code when
+even those fill less than a quarter. Declined, with a remark: other targets, f32 or integer inputs, dynamic shapes,
 matrix-vector shapes (M or N below 16: IREE's warp reduction), reductions that are not a
 multiple of 16, weight-only int8/int4 layers (an operand dequantized from integers: IREE fuses
 the dequantization into its matmul dispatch), and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
@@ -90,7 +92,7 @@ class MatmulForm:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    tile: tuple[int, int, int, int]
+    tile: Optional[tuple[int, int, int, int]]  # None: leave the matmul to IREE
     split: int
     reason: str
 
@@ -107,6 +109,8 @@ def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
     if 2 * _tiles(m, n, medium) >= sms:
         return Config(medium, 1, f"{_tiles(m, n, medium)} tiles of {medium[0]}x{medium[1]} for {sms} SMs")
     tiles = _tiles(m, n, SMALL)
+    if k < LONG_REDUCTION and 2 * tiles < sms:
+        return _narrow(m, n, sms, tiles)
     split = 1
     if k >= LONG_REDUCTION:
         while (tiles * split * 2 <= 2 * sms and k % (split * 2) == 0 and (k // (split * 2)) % block_k == 0
@@ -114,6 +118,21 @@ def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
             split *= 2
     how = f", reduction {k} split {split} ways" if split > 1 else ""
     return Config(SMALL, split, f"{tiles} tiles of 64x64 for {sms} SMs{how}")
+
+
+def _narrow(m: int, n: int, sms: int, tiles: int) -> Config:
+    """A short reduction whose 64x64 tiles fill less than half the SMs: 64x32 or 64x16 tiles, the
+    widest that fills half (H200 sweep: 128x768 K=768 3.8 -> 3.0 us, 2048x49 K=512 10.9 -> 5.1).
+    When even 64x16 tiles fill less than a quarter, IREE's split-K code is faster (512x49
+    K=1024: 6.9 us against 13.0 at 64x16): declined."""
+    for tile in (NARROW_N, NARROWEST_N):
+        count = _tiles(m, n, tile)
+        if 2 * count >= sms:
+            return Config(tile, 1, f"{count} tiles of {tile[0]}x{tile[1]} for {sms} SMs ({tiles} of 64x64)")
+    if 4 * count < sms:
+        return Config(None, 0, f"{m}x{n} output: {count} tiles of 64x16 for {sms} SMs and a short reduction; "
+                               "IREE's split-K kernel is faster there")
+    return Config(NARROWEST_N, 1, f"{count} tiles of 64x16 for {sms} SMs ({tiles} of 64x64)")
 
 
 def matmul_form(op) -> tuple[Optional[MatmulForm], str]:
@@ -276,6 +295,8 @@ class HopperMatmul(TargetedPass):
         block_k = next((b for b in (64, 32, 16) if form.k % b == 0))
         config = choose(form.m, form.n, form.k, sms, block_k)
         tile, split, how = config.tile, config.split, config.reason
+        if tile is None and not self.tile:
+            return None, how
         if self.tile or self.split:
             tile = _TILES[self.tile] if self.tile else tile
             split = self.split or split

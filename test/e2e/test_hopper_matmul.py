@@ -97,7 +97,7 @@ def test_spec_rejects_a_split_that_does_not_cut_k():
 
 
 def _artifact(tmp_path, name: str, *extra: str) -> str:
-    onnx_path = save(mlp(d_in=256, hidden=512, d_out=64), tmp_path / "mlp.onnx")
+    onnx_path = save(mlp(d_in=256, hidden=1024, d_out=640), tmp_path / "mlp.onnx")
     out = str(tmp_path / f"{name}.ixa")
     assert compile_main([onnx_path, "--target", "h200", "--precision", "fp16", "--batch-sizes", "64",
                          "--no-measure", "-o", out, "-q", *extra]) == 0
@@ -117,7 +117,7 @@ def test_h200_build_runs_its_static_matmuls_on_hopper_kernels(tmp_path):
     # the b64 function's two layers take the kernel; the dynamic function keeps IREE's matmuls
     assert decisions == {("main$b64", "sm_90a kernel"), ("main", "declined")}, decisions
     external = [d for d in report["dispatches"] if d["root"] == "inferx_matmul (Triton, sm_90a)"]
-    assert sorted(tuple(d["loops"]) for d in external) == [(64, 64, 512), (64, 512, 256)], external
+    assert sorted(tuple(d["loops"]) for d in external) == [(64, 640, 1024), (64, 1024, 256)], external
     assert all(d["config_source"] == "inferx-hopper-matmul" and d["config"].startswith("tile 64x")
                for d in external)
     assert json.loads(_member(artifact, "manifest.json"))["compiler"]["triton"] == triton_matmul.TRITON_VERSION

@@ -51,7 +51,7 @@ func.func @conv5(%w: tensor<512x4608xf16>, %col: tensor<4608x49xf16>, %bias: ten
   return %y : tensor<512x49xf32>
 }
 func.func @transposed_b(%x: tensor<256x1024xbf16>, %wt: tensor<512x1024xbf16>, %init: tensor<256x512xf32>) -> tensor<256x512xf32> {
-  // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 256x512x1024 bf16, tile 64x64 (4 warps, 4 stages): 32 tiles of 64x64 for 132 SMs}}
+  // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 256x512x1024 bf16, tile 64x16 (4 warps, 4 stages): 128 tiles of 64x16 for 132 SMs (32 of 64x64)}}
   %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
          ins(%x, %wt : tensor<256x1024xbf16>, tensor<512x1024xbf16>) outs(%init : tensor<256x512xf32>) -> tensor<256x512xf32>
   return %y : tensor<256x512xf32>
