@@ -95,6 +95,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions) -> str:
         passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}{group}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
+    if target.backend == "llvm-cpu" and options.runs("inferx-isolate-casts"):
+        passes.append(f"inferx-isolate-casts{{target={target.name}}}")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
     return "builtin.module(" + ",".join(passes) + ")"
 

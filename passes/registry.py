@@ -26,6 +26,7 @@ _PASSES = {
     "inferx-split-reduction": "split_reduction:SplitReduction",
     "inferx-hopper-matmul": "hopper_matmul:HopperMatmul",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
+    "inferx-isolate-casts": "isolate_casts:IsolateCasts",
 }
 
 

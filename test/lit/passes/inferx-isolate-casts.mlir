@@ -1,0 +1,119 @@
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-isolate-casts{target=cpu})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-isolate-casts{target=cpu})' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-isolate-casts{target=h200})' | filecheck %s --check-prefix=GPU
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-isolate-casts{target=tpu})' 2>&1 | filecheck %s --check-prefix=TARGET
+
+// A layer norm as torch-mlir spells it (the row mean broadcast by tensor.extract inside the
+// body), then the bf16 truncation a matmul reads: a barrier goes between the normalization and
+// the truncation, which reads the barrier's result. The residual keeps reading the f32 value.
+// CHECK-LABEL: func.func @layer_norm_then_bf16(
+// CHECK:         %[[Y:[0-9]+]] = linalg.generic {{.+}} : tensor<128x768xf32>, tensor<128x768xf32>, tensor<768xf32>)
+// CHECK:         %[[B:.+]] = util.optimization_barrier %[[Y]] : tensor<128x768xf32>
+// CHECK:         %[[T:.+]] = linalg.generic {{.+}} ins(%[[B]] : tensor<128x768xf32>) outs(%{{.+}} : tensor<128x768xbf16>)
+// CHECK:           arith.truncf
+// CHECK:         return %[[T]], %[[Y]]
+// GPU-LABEL:   func.func @layer_norm_then_bf16(
+// GPU-NOT:       util.optimization_barrier
+// TARGET: error: unknown target 'tpu'
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0, 0)>
+#col = affine_map<(d0, d1) -> (d1)>
+func.func @layer_norm_then_bf16(%x: tensor<128x768xf32>, %gamma: tensor<768xf32>) -> (tensor<128x768xbf16>, tensor<128x768xf32>) {
+  %c0 = arith.constant 0.0 : f32
+  %n = arith.constant 768.0 : f32
+  %e1 = tensor.empty() : tensor<128x1xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e1 : tensor<128x1xf32>) -> tensor<128x1xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<128x768xf32>) outs(%z : tensor<128x1xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %s = arith.addf %in, %acc : f32
+    linalg.yield %s : f32
+  } -> tensor<128x1xf32>
+  %e = tensor.empty() : tensor<128x768xf32>
+  %mean = linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]} outs(%e : tensor<128x768xf32>) {
+  ^bb0(%out: f32):
+    %i = linalg.index 0 : index
+    %c0i = arith.constant 0 : index
+    %v = tensor.extract %sum[%i, %c0i] : tensor<128x1xf32>
+    %m = arith.divf %v, %n : f32
+    linalg.yield %m : f32
+  } -> tensor<128x768xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %mean, %gamma : tensor<128x768xf32>, tensor<128x768xf32>, tensor<768xf32>) outs(%e : tensor<128x768xf32>) {
+  ^bb0(%in: f32, %mu: f32, %g: f32, %out: f32):
+    %d = arith.subf %in, %mu : f32
+    %r = arith.mulf %d, %g : f32
+    linalg.yield %r : f32
+  } -> tensor<128x768xf32>
+  %e16 = tensor.empty() : tensor<128x768xbf16>
+  // expected-remark @+1 {{inferx-isolate-casts: truncation to bf16 kept out of the normalization that produces its input}}
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%y : tensor<128x768xf32>) outs(%e16 : tensor<128x768xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<128x768xbf16>
+  return %t, %y : tensor<128x768xbf16>, tensor<128x768xf32>
+}
+
+// -----
+
+// Left alone: the truncation of an argument, of a matmul's epilogue (a contraction is not a
+// normalization), and of a dynamic-shape normalization (a barrier would hide its dims from
+// IREE's shape cleanup).
+// CHECK-LABEL: func.func @not_after_a_normalization(
+// CHECK-NOT:     util.optimization_barrier
+#id = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0, 0)>
+func.func @not_after_a_normalization(%x: tensor<64x32xf32>, %w: tensor<32x16xf32>, %d: tensor<?x8xf32>)
+    -> (tensor<64x32xf16>, tensor<64x16xf16>, tensor<?x8xf16>) {
+  %c0 = arith.constant 0.0 : f32
+  %ex = tensor.empty() : tensor<64x32xf16>
+  %tx = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<64x32xf32>) outs(%ex : tensor<64x32xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %c = arith.truncf %in : f32 to f16
+    linalg.yield %c : f16
+  } -> tensor<64x32xf16>
+  %e = tensor.empty() : tensor<64x16xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %p = linalg.matmul ins(%x, %w : tensor<64x32xf32>, tensor<32x16xf32>) outs(%z : tensor<64x16xf32>) -> tensor<64x16xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p : tensor<64x16xf32>) outs(%e : tensor<64x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %m = arith.maximumf %in, %c0 : f32
+    linalg.yield %m : f32
+  } -> tensor<64x16xf32>
+  %e16 = tensor.empty() : tensor<64x16xf16>
+  %tr = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<64x16xf32>) outs(%e16 : tensor<64x16xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %c = arith.truncf %in : f32 to f16
+    linalg.yield %c : f16
+  } -> tensor<64x16xf16>
+  %c0i = arith.constant 0 : index
+  %rows = tensor.dim %d, %c0i : tensor<?x8xf32>
+  %e1 = tensor.empty(%rows) : tensor<?x1xf32>
+  %z1 = linalg.fill ins(%c0 : f32) outs(%e1 : tensor<?x1xf32>) -> tensor<?x1xf32>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%d : tensor<?x8xf32>) outs(%z1 : tensor<?x1xf32>) {
+  ^bb0(%in: f32, %acc: f32):
+    %a = arith.addf %in, %acc : f32
+    linalg.yield %a : f32
+  } -> tensor<?x1xf32>
+  %ed = tensor.empty(%rows) : tensor<?x8xf32>
+  %nd = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d, %s : tensor<?x8xf32>, tensor<?x1xf32>) outs(%ed : tensor<?x8xf32>) {
+  ^bb0(%in: f32, %sum: f32, %out: f32):
+    %q = arith.divf %in, %sum : f32
+    linalg.yield %q : f32
+  } -> tensor<?x8xf32>
+  %ed16 = tensor.empty(%rows) : tensor<?x8xf16>
+  %td = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%nd : tensor<?x8xf32>) outs(%ed16 : tensor<?x8xf16>) {
+  ^bb0(%in: f32, %out: f16):
+    %c = arith.truncf %in : f32 to f16
+    linalg.yield %c : f16
+  } -> tensor<?x8xf16>
+  return %tx, %tr, %td : tensor<64x32xf16>, tensor<64x16xf16>, tensor<?x8xf16>
+}
