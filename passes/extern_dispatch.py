@@ -35,6 +35,9 @@ class ExternalKernel:
     # report's rows for this dispatch (dispatch_report copies them to the executable, since the
     # export is what survives IREE's outlining)
     annotations: tuple = ()
+    # sizes of the written bindings after the kernel's own outputs (Triton's global and profile
+    # scratch: TMA descriptors live in the global one), in bytes
+    scratch_bytes: tuple = ()
 
 
 def declare(module, kernel: ExternalKernel) -> None:

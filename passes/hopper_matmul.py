@@ -47,8 +47,11 @@ matrix-vector shapes (M or N below 16: IREE's warp reduction), reductions that a
 multiple of 16, weight-only int8/int4 layers (an operand dequantized from integers: IREE fuses
 the dequantization into its matmul dispatch), and builds without Triton (`pip install 'inferx-compiler[hopper]'`).
 
-`tile=BMxBN` and `split=S` force a configuration (measurement and tests). Spelled
-`inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true}`.
+`tile=BMxBN` and `split=S` force a configuration (measurement and tests); `tma=true` loads the
+operand tiles through TMA descriptors the kernel makes on the device (in Triton's global
+scratch, which the dispatch then sizes for the grid): right on the H200, but no faster than the
+cp.async loop (BERT b8's shapes within +-10%, docs/bench/2026-12-02-h200-tma/), so off by default.
+Spelled `inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true tma=false}`.
 """
 
 from __future__ import annotations
@@ -188,6 +191,7 @@ class HopperMatmul(TargetedPass):
     split: int = 0
     epilogue: bool = True
     group: bool = True
+    tma: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -305,7 +309,7 @@ class HopperMatmul(TargetedPass):
                 return None, f"split={split} does not cut reduction {form.k} into multiples of {block_k}"
         spec = KernelSpec(form.m, form.n, form.k, form.element_type, form.a_transposed, form.b_transposed,
                           has_init=has_init and split == 1, split=split, block_m=tile[0], block_n=tile[1],
-                          block_k=block_k, warps=tile[2], stages=tile[3])
+                          block_k=block_k, warps=tile[2], stages=tile[3], tma=self.tma and _tma_fits(form))
         return spec, how
 
 
@@ -374,6 +378,13 @@ def _fused_note(plan, why: str) -> str:
     return f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})" if plan.ops else ""
 
 
+def _tma_fits(form: MatmulForm) -> bool:
+    """TMA descriptors need every operand row (K, or M / N when stored transposed) to be a
+    multiple of 16 bytes: 8 f16/bf16 elements."""
+    rows = [form.m if form.a_transposed else form.k, form.k if form.b_transposed else form.n]
+    return all(r % 8 == 0 for r in rows)
+
+
 def _summary(names: list) -> str:
     """"2 tensor.expand_shape, linalg.generic": the fused ops by name, in order of appearance."""
     return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())
@@ -395,7 +406,17 @@ def _external(compiled, plans) -> ExternalKernel:
                         f"split {spec.split}", "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
-                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)))
+                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),
+                          scratch_bytes=compiled.scratch_bytes)
+
+
+def _scratch_types(kernel: ExternalKernel, outputs: int) -> list:
+    """The types of the kernel's written bindings after its `outputs` results: byte tensors as
+    large as Triton's launch would allocate (16 bytes when unused)."""
+    from iree.compiler import ir
+
+    sizes = list(kernel.scratch_bytes) or [16] * (kernel.written - outputs)
+    return [ir.RankedTensorType.get([size], ir.IntegerType.get_signless(8)) for size in sizes]
 
 
 def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor) -> None:
@@ -412,8 +433,7 @@ def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor
             arguments += plan.operands if plan is not None else []
             result_types.append(plan.result.type if plan is not None else
                                 ir.RankedTensorType.get([1, member.m, member.n], ir.F32Type.get()))
-        scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
-        results = dispatch(kernel, arguments, result_types + [scratch] * (kernel.written - len(ops)))
+        results = dispatch(kernel, arguments, result_types + _scratch_types(kernel, len(ops)))
         for op, plan, result in zip(ops, plans, results):
             if plan is None:
                 result = tensor.CollapseShapeOp(op.operands[2].type, result, [[0, 1], [2]]).result
@@ -435,17 +455,15 @@ def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
     if plan is not None:
         last = plan.ops[-1] if plan.ops else op
         with ir.InsertionPoint(last), last.location:
-            scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
-            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + [scratch] * (kernel.written - 1))
+            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + _scratch_types(kernel, 1))
         plan.result.replace_all_uses_with(results[0])
         for fused in reversed(plan.ops):
             fused.erase()
         op.erase()
         return
     with ir.InsertionPoint(op), op.location:
-        scratch = ir.RankedTensorType.get([16], ir.IntegerType.get_signless(8))
         partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
-        results = dispatch(kernel, arguments, [partial_t] + [scratch] * (kernel.written - 1))
+        results = dispatch(kernel, arguments, [partial_t] + _scratch_types(kernel, 1))
         partial = results[0]
         if spec.split == 1:
             out = tensor.CollapseShapeOp(init.type, partial, [[0, 1], [2]]).result

@@ -86,6 +86,7 @@ class KernelSpec:
     stages: int = 3
     arch: int = 90
     epilogue: Optional[Epilogue] = None  # None: the f32 slices are stored as [S, M, N]
+    tma: bool = False  # operand tiles through TMA descriptors made on the device (see TMA_LOOP)
 
     def __post_init__(self):
         if self.element_type not in INPUT_TYPES:
@@ -118,7 +119,7 @@ class KernelSpec:
 
 
 _SHARED_BY_SIBLINGS = ("m", "n", "k", "element_type", "a_transposed", "b_transposed", "has_init", "block_m", "block_n",
-                       "block_k", "warps", "stages", "arch")
+                       "block_k", "warps", "stages", "arch", "tma")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +182,7 @@ class CompiledKernel:
     threads: int
     shared_bytes: int
     parameters: int  # pointer parameters of the entry point (bindings IREE must pass)
+    scratch_bytes: tuple = (16, 16)  # the global and profile scratch buffers the launch must bind
 
 
 class TritonUnavailable(RuntimeError):
@@ -234,6 +236,44 @@ _MAIN_LOOP = '''\
         acc = tl.dot(av, bv, acc)
         a += a_step
         b += b_step
+    inside = (rm[:, None] < M) & (rn[None, :] < N)
+    if HAS_INIT:
+        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
+'''
+
+# The same loop with operand tiles loaded by the TMA unit: descriptors made on the device
+# (tl.make_tensor_descriptor), which Triton writes into the global scratch buffer, one per
+# program (CompiledKernel.scratch_bytes sizes it for the grid); out-of-range rows and columns
+# read as zeros. Needs every operand's row pitch to be a multiple of 16 bytes.
+TMA_LOOP = '''\
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    per_group = GROUP * tiles_n
+    first_m = (pid // per_group) * GROUP
+    rows = min(tiles_m - first_m, GROUP)
+    pm = first_m + (pid % per_group) % rows
+    pn = (pid % per_group) // rows
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    if A_T:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[BK, BM])
+    else:
+        a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    if B_T:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    else:
+        b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kk in range(s * K_SLICE, (s + 1) * K_SLICE, BK):
+        if A_T:
+            av = a_desc.load([kk, pm * BM]).T
+        else:
+            av = a_desc.load([pm * BM, kk])
+        if B_T:
+            bv = b_desc.load([pn * BN, kk]).T
+        else:
+            bv = b_desc.load([kk, pn * BN])
+        acc = tl.dot(av, bv, acc)
     inside = (rm[:, None] < M) & (rn[None, :] < N)
     if HAS_INIT:
         acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
@@ -316,7 +356,11 @@ def kernel_source(spec) -> str:
         return _group_source(spec)
     head = (f"def inferx_matmul({', '.join(_parameters(spec))}, "
             + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
-    return head + _GRID_POSITION + _MAIN_LOOP + _body_end(spec)
+    return head + _GRID_POSITION + _loop(spec) + _body_end(spec)
+
+
+def _loop(spec: KernelSpec) -> str:
+    return TMA_LOOP if spec.tma else _MAIN_LOOP
 
 
 def _body_end(spec: KernelSpec, prefix: str = "") -> str:
@@ -339,7 +383,7 @@ def _group_source(group: GroupSpec) -> str:
              "    s = 0"]
     lines += _by_member(group, lambda i, member: [f"b_ptr = m{i}_b_ptr"]
                         + ([f"init_ptr = m{i}_init_ptr"] if member.has_init else []))
-    lines.append(_MAIN_LOOP.rstrip("\n"))
+    lines.append(_loop(first).rstrip("\n"))
     lines += _by_member(group, lambda i, member: _body_end(member, f"m{i}_").rstrip("\n").split("\n"))
     return globals_ + "\n\n" + "\n".join(lines) + "\n"
 
@@ -429,7 +473,7 @@ def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> Compile
         with open(path) as f:
             rec = json.load(f)
         return CompiledKernel(spec, rec["name"], rec["ptx"].encode(), rec["threads"], rec["shared"],
-                              rec["parameters"])
+                              rec["parameters"], tuple(rec.get("scratch", (16, 16))))
     except (OSError, ValueError, KeyError):
         pass  # not cached (or unreadable): compile
     kernel = _compile(spec)
@@ -438,7 +482,8 @@ def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> Compile
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             json.dump({"name": kernel.name, "ptx": kernel.ptx.decode(), "threads": kernel.threads,
-                       "shared": kernel.shared_bytes, "parameters": kernel.parameters}, f)
+                       "shared": kernel.shared_bytes, "parameters": kernel.parameters,
+                       "scratch": list(kernel.scratch_bytes)}, f)
         os.replace(tmp, path)
     except OSError:
         pass
@@ -485,5 +530,8 @@ def _compile(spec) -> CompiledKernel:
     finally:
         knobs.disable_line_info = saved
     ptx = compiled.asm["ptx"]
+    programs = spec.grid[0] * spec.grid[1] * spec.grid[2] * compiled.metadata.num_ctas
+    scratch = tuple(max(16, programs * size) for size in (compiled.metadata.global_scratch_size,
+                                                          compiled.metadata.profile_scratch_size))
     return CompiledKernel(spec, compiled.metadata.name, ptx.encode(), 32 * compiled.metadata.num_warps,
-                          compiled.metadata.shared, len(pointers) + SCRATCH_POINTERS)
+                          compiled.metadata.shared, len(pointers) + SCRATCH_POINTERS, scratch)

@@ -27,13 +27,15 @@ pytest.importorskip("triton")
 
 from inferx_compiler.kernels import triton_matmul  # noqa: E402
 
-# (M, N, K, a_transposed, b_transposed, has_init, split, block)
+# (M, N, K, a_transposed, b_transposed, has_init, split, block, tma)
 FORMS = [
-    (96, 80, 128, False, False, False, 1, 64),  # edge tiles in M and N
-    (64, 128, 256, True, False, True, 1, 64),  # a stored [K, M], init read
-    (72, 40, 192, False, True, True, 1, 64),  # b stored [N, K] (a tied LM head), init read
-    (128, 64, 512, True, True, False, 4, 64),  # split-K, both transposed
-    (16, 16, 48, False, False, False, 1, 16),  # the smallest shape the pass takes, K in 16-blocks
+    (96, 80, 128, False, False, False, 1, 64, False),  # edge tiles in M and N
+    (64, 128, 256, True, False, True, 1, 64, False),  # a stored [K, M], init read
+    (72, 40, 192, False, True, True, 1, 64, False),  # b stored [N, K] (a tied LM head), init read
+    (128, 64, 512, True, True, False, 4, 64, False),  # split-K, both transposed
+    (16, 16, 48, False, False, False, 1, 16, False),  # the smallest shape the pass takes, K in 16-blocks
+    (96, 80, 128, False, False, True, 1, 64, True),  # TMA loads: edge tiles read as zeros, init read
+    (128, 64, 512, True, True, False, 4, 64, True),  # TMA loads: split-K, both transposed
 ]
 
 _INTERPRETER = r"""
@@ -41,14 +43,15 @@ import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np, torch
 from inferx_compiler.kernels.triton_matmul import KernelSpec, constants, kernel_function
-m, n, k, a_t, b_t, has_init, split, block = json.loads(sys.argv[1])
+m, n, k, a_t, b_t, has_init, split, block, tma = json.loads(sys.argv[1])
 rng = np.random.default_rng(0)
 a = rng.standard_normal((k, m) if a_t else (m, k)).astype(np.float16)
 b = rng.standard_normal((n, k) if b_t else (k, n)).astype(np.float16)
 init = rng.standard_normal((m, n)).astype(np.float32)
 out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
 grid = (-(-m // block) * -(-n // block), split)
-spec = KernelSpec(m, n, k, "f16", a_t, b_t, has_init, split, block_m=block, block_n=block, block_k=min(block, 64))
+spec = KernelSpec(m, n, k, "f16", a_t, b_t, has_init, split, block_m=block, block_n=block, block_k=min(block, 64),
+                  tma=tma)
 kernel_function(spec)[grid](torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(init) if has_init else None, out,
                             **constants(spec))
 a64 = (a.T if a_t else a).astype(np.float64)
@@ -60,7 +63,7 @@ print(json.dumps({"err": float(np.abs(got - ref).max() / np.abs(ref).max()), "fi
 
 
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: "x".join(map(str, f[:3])) + "".join(
-    t for t, on in zip(("-aT", "-bT", "-init", f"-split{f[6]}"), (f[3], f[4], f[5], f[6] > 1)) if on))
+    t for t, on in zip(("-aT", "-bT", "-init", f"-split{f[6]}", "-tma"), (f[3], f[4], f[5], f[6] > 1, f[8])) if on))
 def test_kernel_matches_numpy_in_the_interpreter(form):
     """Every output element written once (NaN-filled output) and right to f32 accumulation."""
     pytest.importorskip("torch")

@@ -35,23 +35,27 @@ SHAPES = SPLIT_SHAPES + [
     (512, 49, 1024, "ResNet-50 b1 conv5 1x1 reduce"),
     (2048, 49, 512, "ResNet-50 b1 conv5 1x1 expand"),
     (1024, 768, 768, "BERT b8 attention projections"),
+    (1024, 2304, 768, "BERT b8 q, k, v grouped"),
     (1024, 3072, 768, "BERT b8 FFN up"),
     (6272, 256, 576, "ResNet-50 b8 conv2 3x3 (im2col)"),
 ]
 TILES = ("128x128", "128x64", "64x128", "64x64", "128x256", "256x128", "64x256")
+# TMA descriptors are written into the global scratch binding, 128-byte aligned
+TMA_FLAGS = ["--iree-stream-resource-min-offset-alignment=128"]
 
 
 def _fits(variant: str, m: int, k: int) -> bool:
     """The tile's rows fit the shape, a forced split cuts K into multiples of 64."""
-    tile, _, split = variant.partition(":")
+    tile, split = (variant.split(":") + [""])[:2]
     s = int(split or 1)
     return int(tile.split("x")[0]) <= max(m, 64) and k % s == 0 and (k // s) % 64 == 0
 
 
 def _variant_pipeline(variant: str, target: str) -> str:
-    """"64x32" or "64x32:2" (tile, split-K factor; without one, the rule's) -> the pass pipeline."""
-    tile, _, split = variant.partition(":")
-    options = f"target={target} tile={tile}" + (f" split={split}" if split else "")
+    """"64x32", "64x32:2" or "64x32:1:tma" (tile, split-K factor (without one, the rule's), operand
+    loads through TMA descriptors) -> the pass pipeline."""
+    tile, split, tma = (variant.split(":") + ["", ""])[:3]
+    options = f"target={target} tile={tile}" + (f" split={split}" if split else "") + (" tma=true" if tma else "")
     return f"builtin.module(inferx-hopper-matmul{{{options}}})"
 
 
@@ -96,7 +100,8 @@ def prepare(out: str, target_name: str, only: str = "", tiles: str = "") -> int:
             tag = f"mm_{m}x{n}x{k}_{name.replace(' ', '')}"
             mlir = os.path.join(out, tag + ".mlir")
             _opt(src, mlir, pipeline)
-            subprocess.run(["iree-compile", mlir, *flags, "-o", os.path.join(out, tag + ".vmfb")], check=True)
+            subprocess.run(["iree-compile", mlir, *flags, *(TMA_FLAGS if name.endswith(":tma") else []),
+                            "-o", os.path.join(out, tag + ".vmfb")], check=True)
             index.append({"m": m, "n": n, "k": k, "what": what, "variant": name,
                           "rule": name in (f"tile {rule}", f"tile {rule}:{rule_split}"),
                           "vmfb": tag + ".vmfb", "split": 1})

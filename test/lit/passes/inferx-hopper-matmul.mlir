@@ -2,6 +2,7 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' | filecheck %s
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' --verify-diagnostics
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tile=64x64 split=2})' 2>&1 >/dev/null | filecheck %s --check-prefix=FORCED
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tma=true})' | filecheck %s --check-prefix=TMA
 
 // BERT b8's FFN up projection: a zero-initialized f16 matmul whose 192 tiles of 128x128 fill the
 // H200's 132 SMs. The kernel (sm_90a PTX, embedded) is declared once; the matmul becomes a
@@ -19,6 +20,10 @@
 // CHECK:         %[[D:.+]]:3 = flow.dispatch @inferx_matmul_1024x3072x768_{{[0-9a-f]+}}::@inferx_matmul(%[[A]], %[[B]]) : (tensor<1024x768xf16>, tensor<768x3072xf16>) -> (tensor<1x1024x3072xf32>, tensor<16xi8>, tensor<16xi8>)
 // CHECK:         %[[Y:.+]] = tensor.collapse_shape %[[D]]#0 {{\[}}[0, 1], [2]] : tensor<1x1024x3072xf32> into tensor<1024x3072xf32>
 // CHECK:         return %[[Y]]
+// With TMA loads the kernel writes two 128-byte descriptors a program into Triton's global
+// scratch: the first scratch result is sized for the 192 programs (49152 bytes).
+// TMA-LABEL: func.func @ffn_up(
+// TMA:         flow.dispatch {{.*}} -> (tensor<1x1024x3072xf32>, tensor<49152xi8>, tensor<16xi8>)
 func.func @ffn_up(%a: tensor<1024x768xf16>, %b: tensor<768x3072xf16>) -> tensor<1024x3072xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1024x3072xf32>
