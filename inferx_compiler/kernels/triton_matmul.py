@@ -86,7 +86,7 @@ class KernelSpec:
     stages: int = 3
     arch: int = 90
     epilogue: Optional[Epilogue] = None  # None: the f32 slices are stored as [S, M, N]
-    tma: bool = False  # operand tiles through TMA descriptors made on the device (see TMA_LOOP)
+    tma: bool = False  # operand tiles through TMA descriptors made on the device (see _TMA_LOOP)
 
     def __post_init__(self):
         if self.element_type not in INPUT_TYPES:
@@ -114,8 +114,14 @@ class KernelSpec:
         return self.grid[0]
 
     def key(self) -> str:
-        text = spec_to_json(self) + TRITON_VERSION
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _key(self)
+
+
+def _key(spec) -> str:
+    """Names the compiled kernel (and its PTX cache entry): the spec, Triton's version and the
+    generated source, so that a change to the templates is never served stale PTX."""
+    text = spec_to_json(spec) + TRITON_VERSION + kernel_source(spec)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 _SHARED_BY_SIBLINGS = ("m", "n", "k", "element_type", "a_transposed", "b_transposed", "has_init", "block_m", "block_n",
@@ -170,8 +176,7 @@ class GroupSpec:
         return len(self.members)
 
     def key(self) -> str:
-        text = spec_to_json(self) + TRITON_VERSION
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _key(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +210,7 @@ _GRID_POSITION = '''\
     s = tl.program_id(1)
 '''
 
-_MAIN_LOOP = '''\
+_TILE = '''\
     tiles_m = tl.cdiv(M, BM)
     tiles_n = tl.cdiv(N, BN)
     # grouped order: GROUP row tiles share the columns they read while they are in L2
@@ -216,6 +221,10 @@ _MAIN_LOOP = '''\
     pn = (pid % per_group) // rows
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
+'''
+
+# Operand tiles through pointers (cp.async, software pipelined by Triton).
+_POINTER_LOOP = '''\
     rk = s * K_SLICE + tl.arange(0, BK)
     if A_T:
         a = a_ptr + rk[None, :] * M + rm[:, None]
@@ -236,25 +245,13 @@ _MAIN_LOOP = '''\
         acc = tl.dot(av, bv, acc)
         a += a_step
         b += b_step
-    inside = (rm[:, None] < M) & (rn[None, :] < N)
-    if HAS_INIT:
-        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
 '''
 
-# The same loop with operand tiles loaded by the TMA unit: descriptors made on the device
-# (tl.make_tensor_descriptor), which Triton writes into the global scratch buffer, one per
-# program (CompiledKernel.scratch_bytes sizes it for the grid); out-of-range rows and columns
-# read as zeros. Needs every operand's row pitch to be a multiple of 16 bytes.
-TMA_LOOP = '''\
-    tiles_m = tl.cdiv(M, BM)
-    tiles_n = tl.cdiv(N, BN)
-    per_group = GROUP * tiles_n
-    first_m = (pid // per_group) * GROUP
-    rows = min(tiles_m - first_m, GROUP)
-    pm = first_m + (pid % per_group) % rows
-    pn = (pid % per_group) // rows
-    rm = pm * BM + tl.arange(0, BM)
-    rn = pn * BN + tl.arange(0, BN)
+# Operand tiles loaded by the TMA unit: descriptors made on the device (tl.make_tensor_descriptor),
+# which Triton writes into the global scratch buffer, one per program (CompiledKernel.scratch_bytes
+# sizes it for the grid); out-of-range rows and columns read as zeros. Needs every operand's row
+# pitch to be a multiple of 16 bytes.
+_TMA_LOOP = '''\
     if A_T:
         a_desc = tl.make_tensor_descriptor(a_ptr, shape=[K, M], strides=[M, 1], block_shape=[BK, BM])
     else:
@@ -274,6 +271,9 @@ TMA_LOOP = '''\
         else:
             bv = b_desc.load([kk, pn * BN])
         acc = tl.dot(av, bv, acc)
+'''
+
+_INIT = '''\
     inside = (rm[:, None] < M) & (rn[None, :] < N)
     if HAS_INIT:
         acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
@@ -360,7 +360,8 @@ def kernel_source(spec) -> str:
 
 
 def _loop(spec: KernelSpec) -> str:
-    return TMA_LOOP if spec.tma else _MAIN_LOOP
+    """The tile's position, the main loop (through TMA descriptors or pointers), the init."""
+    return _TILE + (_TMA_LOOP if spec.tma else _POINTER_LOOP) + _INIT
 
 
 def _body_end(spec: KernelSpec, prefix: str = "") -> str:
