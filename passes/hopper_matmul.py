@@ -201,58 +201,73 @@ class HopperMatmul(TargetedPass):
             raise ValueError(f"split must be 0 (the rule) or >= 1, got {self.split}")
 
     def run(self, module) -> None:
+        target = self.target_record()
+        candidates = self._candidates(module, target)
+        sms = target.cores or 1
+        declared: dict[str, ExternalKernel] = {}
+        apart, grouped = {}, set()  # by id() of the candidate's tuple (its ops get erased)
+        for siblings in sibling_groups(candidates) if self.group else ():
+            why = self._rewrite_siblings(module, declared, siblings, sms)
+            for c in siblings:
+                if why:
+                    apart[id(c)] = why
+                else:
+                    grouped.add(id(c))
+        for candidate in candidates:
+            if id(candidate) not in grouped:
+                self._rewrite_one(module, declared, candidate, sms, apart.get(id(candidate)))
+
+    def _candidates(self, module, target) -> list:
+        """(op, MatmulForm) for each linalg.matmul the kernel takes; a remark for the others."""
         from inferx_compiler.kernels import triton_matmul
 
-        target = self.target_record()
-        matmuls = collect(module, lambda o: o.name == "linalg.matmul")
         if target.backend != "cuda" or target.arch not in HOPPER_ARCHS:
             why_not = f"target '{target.name}' ({target.arch}) is not a Hopper GPU"
         else:
             why_not = triton_matmul.available()
         candidates = []
-        for op in matmuls:
+        for op in collect(module, lambda o: o.name == "linalg.matmul"):
             form, reason = (None, why_not) if why_not else matmul_form(op)
             if form is None:
                 remark(self.name, op, f"declined: {reason}")
             else:
                 candidates.append((op, form))
-        sms = target.cores or 1
-        declared: dict[str, ExternalKernel] = {}
-        not_grouped, grouped = {}, set()  # by id() of the candidate's tuple (ops get erased)
-        for siblings in sibling_groups(candidates) if self.group else ():
-            members, why = self.group_plan(siblings, sms)
-            if members is None:
-                not_grouped.update({id(c): why for c in siblings})
-                continue
-            grouped.update(id(c) for c in siblings)
-            kernel = self._kernel(module, declared, members.spec, members.plans)
-            for (op, form), note in zip(siblings, members.notes):
-                remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
-                                      f"{members.spec.block_m}x{members.spec.block_n}, one kernel with "
-                                      f"{len(siblings) - 1} other matmul(s) reading the same A: {members.how}{note}")
-            with module.context:
-                _rewrite_group([op for op, _ in siblings], members.spec, kernel, members.plans, members.anchor)
-        for candidate in candidates:
-            if id(candidate) in grouped:
-                continue
-            op, form = candidate
-            spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]))
-            if spec is None:
-                remark(self.name, op, f"declined: {how}")
-                continue
-            plan = None
-            if self.epilogue and spec.split == 1:
-                plan, why = fusible_epilogue(op, add_init=spec.has_init)
-                how += _fused_note(plan, why)
-                if plan is not None:  # (an init is now the epilogue's first input)
-                    spec = dataclasses.replace(spec, epilogue=plan.epilogue, has_init=False)
-            if id(candidate) in not_grouped:
-                how += f"; not grouped with its siblings: {not_grouped[id(candidate)]}"
-            kernel = self._kernel(module, declared, spec, [plan])
+        return candidates
+
+    def _rewrite_siblings(self, module, declared: dict, siblings: list, sms: int) -> str:
+        """One kernel for `siblings`; "" when done, else why they stay apart."""
+        members, why = self.group_plan(siblings, sms)
+        if members is None:
+            return why
+        kernel = self._kernel(module, declared, members.spec, members.plans)
+        for (op, form), note in zip(siblings, members.notes):
             remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
-                                  f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
-            with op.context:
-                _rewrite(op, spec, kernel, plan)
+                                  f"{members.spec.block_m}x{members.spec.block_n}, one kernel with "
+                                  f"{len(siblings) - 1} other matmul(s) reading the same A: {members.how}{note}")
+        with module.context:
+            _rewrite_group([op for op, _ in siblings], members.spec, kernel, members.plans, members.anchor)
+        return ""
+
+    def _rewrite_one(self, module, declared: dict, candidate: tuple, sms: int, apart: Optional[str]) -> None:
+        """A kernel for one matmul (and its epilogue), or a remark on why not."""
+        op, form = candidate
+        spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]))
+        if spec is None:
+            remark(self.name, op, f"declined: {how}")
+            return
+        plan = None
+        if self.epilogue and spec.split == 1:
+            plan, why = fusible_epilogue(op, add_init=spec.has_init)
+            how += _fused_note(plan, why)
+            if plan is not None:  # (an init is now the epilogue's first input)
+                spec = dataclasses.replace(spec, epilogue=plan.epilogue, has_init=False)
+        if apart:
+            how += f"; not grouped with its siblings: {apart}"
+        kernel = self._kernel(module, declared, spec, [plan])
+        remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
+                              f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
+        with op.context:
+            _rewrite(op, spec, kernel, plan)
 
     def _kernel(self, module, declared: dict, spec, plans) -> ExternalKernel:
         """The module's executable for `spec`, compiled and declared once per distinct spec."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import zipfile
 
-import numpy as np
 import pytest
 
 from e2e_models import norm_projection, random_inputs
