@@ -37,7 +37,9 @@ same rounds (docs/bench/2026-12-02-h200-epilogue/): BERT b1 1.37 -> 1.11 ms (205
 call), b8 1.92 -> 1.55, GPT-2 1.76 -> 1.43, ResNet-50 b1 1.15 -> 0.98, b8 1.90 -> 1.81.
 
 The tile rule, from the target's SM count (fitted on the first sweep, prototype.json there): 128x128 tiles (8 warps,
-3 stages) when they alone give every SM a tile; else 64x128 (or 128x64 for wide-M outputs,
+3 stages) when they alone give every SM a tile (128x256 when those fit one wave and 128x128
+would take a second: BERT b8's 1024x2304 and 1024x3072, K=768, 14.0 -> 12.7 and 13.3 us,
+docs/bench/2026-12-02-h200-tma/); else 64x128 (or 128x64 for wide-M outputs,
 4 warps, 4 stages) when those fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
 split-K with the largest power of two S that keeps tiles x S within two per SM and slices of
 at least 256. A short reduction whose 64x64 tiles fill less than half the SMs takes 64x32 or
@@ -76,7 +78,8 @@ LONG_REDUCTION = 2048  # split-K is considered from this K on
 MIN_SLICE = 256
 # (block_m, block_n, warps, stages)
 LARGE, WIDE_N, WIDE_M, SMALL = (128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4), (64, 64, 4, 4)
-# other tiles, for measuring them (`tile=`); the rule does not pick them
+# other tiles: 128x256 where it makes one wave of what 128x128 makes in two; the rest for
+# measuring them (`tile=`)
 HUGE_N, HUGE_M, WIDEST_N = (128, 256, 8, 3), (256, 128, 8, 3), (64, 256, 4, 3)
 NARROW_N, NARROWEST_N = (64, 32, 4, 4), (64, 16, 4, 4)
 _TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL, HUGE_N, HUGE_M, WIDEST_N, NARROW_N,
@@ -106,8 +109,13 @@ def _tiles(m: int, n: int, tile) -> int:
 
 def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
     """The tile and split-K factor for an M x N x K matmul on `sms` SMs (see the module doc)."""
-    if _tiles(m, n, LARGE) >= sms:
-        return Config(LARGE, 1, f"{_tiles(m, n, LARGE)} tiles of 128x128 fill the {sms} SMs")
+    large = _tiles(m, n, LARGE)
+    if large >= sms:
+        wide = _tiles(m, n, HUGE_N)
+        if large < 2 * sms and wide <= sms:
+            return Config(HUGE_N, 1, f"{wide} tiles of 128x256: one wave on the {sms} SMs, where {large} of "
+                                     f"128x128 take two")
+        return Config(LARGE, 1, f"{large} tiles of 128x128 fill the {sms} SMs")
     medium = WIDE_M if m > n else WIDE_N
     if 2 * _tiles(m, n, medium) >= sms:
         return Config(medium, 1, f"{_tiles(m, n, medium)} tiles of {medium[0]}x{medium[1]} for {sms} SMs")

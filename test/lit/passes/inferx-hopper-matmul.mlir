@@ -4,14 +4,14 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tile=64x64 split=2})' 2>&1 >/dev/null | filecheck %s --check-prefix=FORCED
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tma=true})' | filecheck %s --check-prefix=TMA
 
-// BERT b8's FFN up projection: a zero-initialized f16 matmul whose 192 tiles of 128x128 fill the
-// H200's 132 SMs. The kernel (sm_90a PTX, embedded) is declared once; the matmul becomes a
+// BERT b8's FFN up projection: a zero-initialized f16 matmul whose 96 tiles of 128x256 make one
+// wave on the H200's 132 SMs (192 of 128x128 would take two). The kernel (sm_90a PTX, embedded) is declared once; the matmul becomes a
 // dispatch to it (operands a, b; results: the [1, M, N] product and Triton's two scratch buffers).
 // CHECK-LABEL: hal.executable.source private @inferx_matmul_1024x3072x768_
 // CHECK-SAME:    path = "inferx_matmul_1024x3072x768_{{[0-9a-f]+}}.ptx", data = dense<"0x
 // CHECK:         hal.executable.export public @inferx_matmul ordinal(0)
 // CHECK-SAME:      layout(#[[LAYOUT:[a-z_0-9]+]])
-// CHECK:           %[[X:.+]] = arith.constant 192 : index
+// CHECK:           %[[X:.+]] = arith.constant 96 : index
 // CHECK:           hal.return %[[X]]
 // CHECK:         <workgroup_size = [256 : index, 1 : index, 1 : index], workgroup_local_memory = {{[0-9]+}}>
 // CHECK-LABEL: func.func @ffn_up(
@@ -21,17 +21,29 @@
 // CHECK:         %[[Y:.+]] = tensor.collapse_shape %[[D]]#0 {{\[}}[0, 1], [2]] : tensor<1x1024x3072xf32> into tensor<1024x3072xf32>
 // CHECK:         return %[[Y]]
 // With TMA loads the kernel writes two 128-byte descriptors a program into Triton's global
-// scratch: the first scratch result is sized for the 192 programs (49152 bytes).
+// scratch: the first scratch result is sized for the 96 programs (24576 bytes).
 // TMA-LABEL: func.func @ffn_up(
-// TMA:         flow.dispatch {{.*}} -> (tensor<1x1024x3072xf32>, tensor<49152xi8>, tensor<16xi8>)
+// TMA:         flow.dispatch {{.*}} -> (tensor<1x1024x3072xf32>, tensor<24576xi8>, tensor<16xi8>)
 func.func @ffn_up(%a: tensor<1024x768xf16>, %b: tensor<768x3072xf16>) -> tensor<1024x3072xf32> {
   %z = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1024x3072xf32>
   %f = linalg.fill ins(%z : f32) outs(%e : tensor<1024x3072xf32>) -> tensor<1024x3072xf32>
-  // expected-remark @+2 {{inferx-hopper-matmul: sm_90a kernel: 1024x3072x768 f16, tile 128x128 (8 warps, 3 stages): 192 tiles of 128x128 fill the 132 SMs}}
+  // expected-remark @+2 {{inferx-hopper-matmul: sm_90a kernel: 1024x3072x768 f16, tile 128x256 (8 warps, 3 stages): 96 tiles of 128x256: one wave on the 132 SMs, where 192 of 128x128 take two}}
   // FORCED: remark: inferx-hopper-matmul: sm_90a kernel: 1024x3072x768 f16, tile 64x64 (4 warps, 4 stages): forced (tile=64x64 split=2)
   %y = linalg.matmul ins(%a, %b : tensor<1024x768xf16>, tensor<768x3072xf16>) outs(%f : tensor<1024x3072xf32>) -> tensor<1024x3072xf32>
   return %y : tensor<1024x3072xf32>
+}
+
+// -----
+
+// At twice the rows, 128x128 tiles fill the SMs at least twice over (384 tiles): no 128x256.
+func.func @ffn_up_b16(%a: tensor<2048x768xf16>, %b: tensor<768x3072xf16>) -> tensor<2048x3072xf32> {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2048x3072xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2048x3072xf32>) -> tensor<2048x3072xf32>
+  // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 2048x3072x768 f16, tile 128x128 (8 warps, 3 stages): 384 tiles of 128x128 fill the 132 SMs}}
+  %y = linalg.matmul ins(%a, %b : tensor<2048x768xf16>, tensor<768x3072xf16>) outs(%f : tensor<2048x3072xf32>) -> tensor<2048x3072xf32>
+  return %y : tensor<2048x3072xf32>
 }
 
 // -----

@@ -23,7 +23,7 @@ func.func @bias_gelu(%a: tensor<1024x768xf16>, %b: tensor<768x3072xf16>, %bias: 
   %c0 = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<1024x3072xf32>
   %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<1024x3072xf32>) -> tensor<1024x3072xf32>
-  // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 1024x3072x768 f16, tile 128x128 (8 warps, 3 stages): 192 tiles of 128x128 fill the 132 SMs; fused 4 ops after it (4 linalg.generic)}}
+  // expected-remark @+1 {{inferx-hopper-matmul: sm_90a kernel: 1024x3072x768 f16, tile 128x256 (8 warps, 3 stages): 96 tiles of 128x256: one wave on the 132 SMs, where 192 of 128x128 take two; fused 4 ops after it (4 linalg.generic)}}
   %p = linalg.matmul ins(%a, %b : tensor<1024x768xf16>, tensor<768x3072xf16>) outs(%z : tensor<1024x3072xf32>) -> tensor<1024x3072xf32>
   %x = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
       ins(%p, %bias : tensor<1024x3072xf32>, tensor<3072xf32>) outs(%e : tensor<1024x3072xf32>) {
