@@ -272,10 +272,13 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
             dispatch_pipeline=dispatch_pipeline(target, options), log=log,
             build_files=build_files(target, options))
         return CompileResult(output=text)
-    result, flags = _compile_with_fallback(bytecode, flags, log, iree_input_pipeline(target, options),
-                                           dispatch_pipeline(target, options), build_files(target, options),
-                                           forced_data_tiling=options.data_tiling is not None)
+    result, flags, used = _compile_with_fallback(bytecode, flags, log, iree_input_pipeline(target, options),
+                                                 dispatch_pipeline(target, options), build_files(target, options),
+                                                 forced_data_tiling=options.data_tiling is not None,
+                                                 isolated_pipeline=iree_input_pipeline(target, options, isolate_casts=True))
     manifest.iree_flags = flags
+    if "iree-input" in manifest.pipeline:
+        manifest.pipeline["iree-input"] = used
     if result.parameter_keys is not None:  # exactly what the module reads; quantized weights derived
         from . import quantization
 
@@ -295,24 +298,41 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 
 def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,
-                           dispatch: str, files: dict[str, str], forced_data_tiling: bool = False):
-    """IREE with the target's flags; if IREE's data tiling fails on this model (IREE 3.13
-    rejects some bool-masked attention graphs in linalg.pack), build again without it (not
-    when the build forces a data-tiling choice: then the failure stands)."""
+                           dispatch: str, files: dict[str, str], forced_data_tiling: bool = False,
+                           isolated_pipeline: Optional[str] = None):
+    """IREE with the target's flags. If IREE's data tiling fails on this model, build again with
+    `isolated_pipeline` (inferx-isolate-casts added: IREE 3.13 cannot data-tile a BERT-size layer
+    norm that feeds bf16 matmuls), and if that fails too, without data tiling (IREE 3.13 also
+    rejects some bool-masked attention graphs in linalg.pack; not when the build forces a
+    data-tiling choice: then the failure stands). Returns (result, flags, input pipeline) used."""
     from . import iree_backend
     from .errors import PipelineError
 
+    def build(pipeline: str, flags: list[str]):
+        return iree_backend.compile_module(bytecode, flags, input_pipeline=pipeline, dispatch_pipeline=dispatch,
+                                           log=log, build_files=files), flags, pipeline
+
     try:
-        return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
-                                           dispatch_pipeline=dispatch, log=log, build_files=files), flags
+        return build(input_pipeline, flags)
     except PipelineError as e:
-        if DATA_TILING_ON not in flags or forced_data_tiling:
+        if DATA_TILING_ON not in flags:
             raise
-        log.warn(f"IREE failed with data tiling ({str(e).splitlines()[1][:160] if len(str(e).splitlines()) > 1 else e}); "
-                 f"building again without data tiling")
-        flags = [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"]
-        return iree_backend.compile_module(bytecode, flags, input_pipeline=input_pipeline,
-                                           dispatch_pipeline=dispatch, log=log, build_files=files), flags
+        failure = e
+    if isolated_pipeline and isolated_pipeline != input_pipeline:
+        log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again with inferx-isolate-casts")
+        try:
+            return build(isolated_pipeline, flags)
+        except PipelineError as e:
+            failure = e
+    if forced_data_tiling:
+        raise failure
+    log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again without data tiling")
+    return build(input_pipeline, [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"])
+
+
+def _first_error(e: Exception) -> str:
+    lines = str(e).splitlines()
+    return lines[1][:160] if len(lines) > 1 else str(e)
 
 
 def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,
