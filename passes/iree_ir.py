@@ -17,6 +17,32 @@ def defining_op(value, names: Optional[Sequence[str]] = None):
     return op if names is None or op.name in names else None
 
 
+FLOAT_CASTS = ("arith.extf", "arith.truncf")
+
+
+def body_ops(op) -> list:
+    """The operations of a structured op's (first) body block."""
+    return [o.operation for o in op.regions[0].blocks[0].operations]
+
+
+def cast_generic(op) -> Optional[tuple]:
+    """(cast op name, result element type) when `op` is a one-input elementwise linalg.generic
+    whose body only extends or truncates its input (arith.extf / arith.truncf), else None."""
+    from .linalg_analysis import indexing_maps
+
+    if op is None or op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
+        return None
+    maps = indexing_maps(op)
+    if not all(m.is_permutation and m == maps[-1] for m in maps):
+        return None
+    body = body_ops(op)
+    if len(body) != 2 or body[0].name not in FLOAT_CASTS or body[1].name != "linalg.yield":
+        return None
+    if body[0].operands[0] != op.regions[0].blocks[0].arguments[0]:
+        return None
+    return body[0].name, op.results[0].type.element_type
+
+
 def constant_scalar(value) -> Optional[float]:
     """The float an arith.constant defines (a scalar, or a splat / one-element tensor), else None."""
     from iree.compiler import ir

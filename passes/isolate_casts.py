@@ -32,40 +32,29 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .base import TargetedPass
-from .iree_ir import before_reshapes, defining_op
-from .linalg_analysis import collect, indexing_maps
+from .iree_ir import before_reshapes, cast_generic, defining_op
+from .linalg_analysis import all_parallel, collect
 from .remarks import remark
 
 _NARROW = ("bf16", "f16")
 
 
 def narrowing_cast_input(op):
-    """The input of `op` when it is an elementwise generic that only truncates f32 to bf16/f16."""
-    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
-        return None
-    maps = indexing_maps(op)
-    if not all(m == maps[-1] and m.is_permutation for m in maps):
-        return None
-    body = [o.operation for o in op.regions[0].blocks[0].operations]
-    if len(body) != 2 or body[0].name != "arith.truncf" or body[1].name != "linalg.yield":
-        return None
-    if str(op.results[0].type.element_type) not in _NARROW:
+    """The input of `op` when it is an elementwise generic that only truncates to bf16/f16."""
+    cast = cast_generic(op)
+    if cast is None or cast[0] != "arith.truncf" or str(cast[1]) not in _NARROW:
         return None
     return op.operands[0]
 
 
 def _is_reduction(op) -> bool:
     """A linalg.generic with a reduction loop and one input (not a contraction)."""
-    if op is None or op.name != "linalg.generic":
-        return False
-    iterators = [str(a) for a in op.attributes["iterator_types"]]
-    inputs = len(op.operands) - len(op.results)
-    return inputs == 1 and any("reduction" in it for it in iterators)
+    return (op is not None and op.name == "linalg.generic" and len(op.operands) - len(op.results) == 1
+            and not all_parallel(op))
 
 
 def _is_elementwise(op) -> bool:
-    return op is not None and op.name == "linalg.generic" and all(
-        "parallel" in str(it) for it in op.attributes["iterator_types"])
+    return op is not None and op.name == "linalg.generic" and all_parallel(op)
 
 
 def _reads(op) -> list:

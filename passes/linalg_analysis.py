@@ -137,6 +137,11 @@ def loop_extents(op) -> list[int]:
     return extents
 
 
+def all_parallel(op) -> bool:
+    """Whether every loop of a structured op (with `iterator_types`) is parallel."""
+    return all("parallel" in str(it) for it in op.attributes["iterator_types"])
+
+
 def reduction_loops(op) -> list[int]:
     """Loops that do not index the output."""
     ir, linalg = _bindings(op)

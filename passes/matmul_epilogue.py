@@ -33,6 +33,7 @@ from typing import Optional
 from inferx_compiler.kernels.triton_matmul import EPILOGUE_OPS, POINTER_TYPES, Epilogue, EpilogueInput, Offsets
 
 from .iree_ir import constant_scalar, defining_op
+from .linalg_analysis import all_parallel, indexing_maps
 
 # A digit: (source "m" or "n", div, size); a coordinate: its digits, most significant first.
 Coord = tuple
@@ -110,12 +111,6 @@ def _expanded(coords: list, groups: list, shape: list) -> list:
 def _collapsed(coords: list, groups: list) -> list:
     """Coordinates of a collapse_shape's result from its source's `coords`."""
     return [_normalize(sum((coords[i] for i in group), ())) for group in groups]
-
-
-def _all_parallel(op) -> bool:
-    from iree.compiler import ir
-
-    return all("parallel" in str(it) for it in ir.ArrayAttr(op.attributes["iterator_types"]))
 
 
 def _reassociation(op) -> list:
@@ -212,9 +207,7 @@ class _Builder:
         return _collapsed(coords, _reassociation(op))
 
     def _generic(self, op) -> None:
-        from .linalg_analysis import indexing_maps
-
-        if not _all_parallel(op) or len(op.results) != 1:
+        if not all_parallel(op) or len(op.results) != 1:
             raise _Declined("a reduction or several results")
         maps = indexing_maps(op)
         inputs = list(op.operands)[:len(maps) - 1]
@@ -346,8 +339,6 @@ def _smallest_source(value, coords: list):
     holds its elements (a bias broadcast to the output's shape is read as the bias vector)."""
     from iree.compiler import ir
 
-    from .linalg_analysis import indexing_maps
-
     while True:
         producer = defining_op(value)
         if producer is None:
@@ -384,7 +375,7 @@ def _smallest_source(value, coords: list):
 
 def _is_copy(op) -> bool:
     """A generic that yields its one input unchanged (a broadcast, transpose or copy)."""
-    if len(op.operands) != 2 or len(op.results) != 1 or not _all_parallel(op):
+    if len(op.operands) != 2 or len(op.results) != 1 or not all_parallel(op):
         return False
     block = op.regions[0].blocks[0]
     body = list(block.operations)

@@ -35,11 +35,10 @@ from typing import ClassVar, Optional
 from inferx_compiler.dialects.inferx import PRECISION_ATTR
 
 from .base import ModulePass
-from .iree_ir import defining_op, generic, plain_matmul
+from .iree_ir import body_ops, cast_generic, defining_op, generic, plain_matmul
 from .linalg_analysis import collect, indexing_maps
 from .remarks import remark
 
-_CASTS = ("arith.extf", "arith.truncf")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,10 +49,6 @@ class SharedOperand:
     casts: tuple  # (op name, element type) applied after the broadcast, in order
 
 
-def _body(generic) -> list:
-    return [op.operation for op in generic.regions[0].blocks[0].operations]
-
-
 def _default_maps(batch_matmul) -> bool:
     """Whether the op reads x[b, m, k] and w[b, k, n] into y[b, m, n] (no transposed operand)."""
     from iree.compiler import ir
@@ -61,21 +56,6 @@ def _default_maps(batch_matmul) -> bool:
     b, m, n, k = (ir.AffineDimExpr.get(i) for i in range(4))
     want = [ir.AffineMap.get(4, 0, e) for e in ([b, m, k], [b, k, n], [b, m, n])]
     return indexing_maps(batch_matmul) == want
-
-
-def _cast_generic(op) -> Optional[tuple]:
-    """(cast op name, result element type) when `op` is a one-input elementwise cast generic."""
-    if op is None or op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
-        return None
-    maps = indexing_maps(op)
-    if not all(m.is_permutation and m == maps[-1] for m in maps):
-        return None
-    body = _body(op)
-    if len(body) != 2 or body[0].name not in _CASTS or body[1].name != "linalg.yield":
-        return None
-    if body[0].operands[0] != op.regions[0].blocks[0].arguments[0]:
-        return None
-    return body[0].name, op.results[0].type.element_type
 
 
 def _broadcast_source(op):
@@ -89,7 +69,7 @@ def _broadcast_source(op):
         return op.operands[0] if dims == [0] else None
     if op.name != "linalg.generic" or len(op.operands) != 2:
         return None
-    body = _body(op)
+    body = body_ops(op)
     if len(body) != 1 or body[0].operands[0] != op.regions[0].blocks[0].arguments[0]:
         return None
     source_map, out_map = indexing_maps(op)
@@ -103,7 +83,7 @@ def shared_operand(value) -> Optional[SharedOperand]:
     """Look up from a batch matmul operand through casts to a batch broadcast."""
     casts = []
     op = defining_op(value)
-    while (cast := _cast_generic(op)) is not None:
+    while (cast := cast_generic(op)) is not None:
         casts.append(cast)
         op = defining_op(op.operands[0])
     source = _broadcast_source(op)
