@@ -95,7 +95,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
     if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
         epilogue = "" if options.runs("inferx-hopper-epilogue") else " epilogue=false"
         group = "" if options.runs("inferx-hopper-group") else " group=false"
-        passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}{group}}}")
+        tuned = f" tuning-db={BUILD_DIR}/{TUNING_DB_FILE}" if options.tuning_db else ""
+        passes.append(f"inferx-hopper-matmul{{target={target.name}{epilogue}{group}{tuned}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
     if isolate_casts and target.backend == "llvm-cpu" and options.runs("inferx-isolate-casts"):

@@ -289,7 +289,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
                           for spec in specs]
     if options.tuning_db:
         manifest.tuning_db = {"sha256": sha256_file(options.tuning_db),
-                              "entries_used": sum(d.get("config_source") == "tuned" for d in result.dispatches)}
+                              "entries_used": sum(d.get("config_source", "").startswith("tuned") for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          decisions=result.decisions, weights=weights, plan=options.plan)
 

@@ -133,7 +133,7 @@ def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: st
 
     module_op = compiler.parse(bytecode)
     with compiler.session.context, collecting() as remarks:
-        run_pipeline(module_op, input_pipeline, "iree", stage="iree-input")
+        run_pipeline(module_op, input_pipeline.replace(BUILD_DIR, compiler.build_dir), "iree", stage="iree-input")
         compiler.parameter_keys = bound_keys(module_op)
     compiler.decisions = [{"pass": r.pass_name, "function": r.function, "node": r.node,
                            "decision": r.message} for r in remarks]

@@ -65,7 +65,7 @@ from typing import ClassVar, Optional
 
 from inferx_compiler.targets import HOPPER_ARCHS
 
-from .base import TargetedPass
+from .base import PassFailure, TargetedPass
 from .extern_dispatch import ExternalKernel, declare, dispatch
 from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
@@ -82,6 +82,9 @@ LARGE, WIDE_N, WIDE_M, SMALL = (128, 128, 8, 3), (64, 128, 4, 4), (128, 64, 4, 4
 # measuring them (`tile=`)
 HUGE_N, HUGE_M, WIDEST_N = (128, 256, 8, 3), (256, 128, 8, 3), (64, 256, 4, 3)
 NARROW_N, NARROWEST_N = (64, 32, 4, 4), (64, 16, 4, 4)
+IREE_CONFIG = "iree"
+# a matmul's configuration forced by the build (what `--tune` measures): parse_config's spelling
+CONFIG_ATTR = "inferx.hopper_config"
 _TILES = {f"{t[0]}x{t[1]}": t for t in (LARGE, WIDE_N, WIDE_M, SMALL, HUGE_N, HUGE_M, WIDEST_N, NARROW_N,
                                          NARROWEST_N)}
 
@@ -105,6 +108,60 @@ class Config:
 
 def _tiles(m: int, n: int, tile) -> int:
     return math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+
+
+def parse_config(text: str) -> Config:
+    """"iree" (leave the matmul to IREE), "BMxBN" or "BMxBN:S" (tile, split-K slices): how the
+    tuning database and the tuning builds spell a configuration."""
+    if text == IREE_CONFIG:
+        return Config(None, 0, "IREE's own code")
+    tile, _, split = text.partition(":")
+    if tile not in _TILES or not (split or "1").isdigit() or int(split or 1) < 1:
+        raise ValueError(f"hopper configuration '{text}': expected 'iree', BMxBN or BMxBN:S with BMxBN one of "
+                         f"{', '.join(_TILES)}")
+    return Config(_TILES[tile], int(split or 1), text)
+
+
+def spell_config(config: Config) -> str:
+    if config.tile is None:
+        return IREE_CONFIG
+    tile = f"{config.tile[0]}x{config.tile[1]}"
+    return tile if config.split == 1 else f"{tile}:{config.split}"
+
+
+def form_signature(form: MatmulForm) -> str:
+    """What a tuning database entry is keyed by (with the target): the product's shape, element
+    type and operand layouts (what the kernel's speed depends on; not the epilogue)."""
+    layouts = ("AT" if form.a_transposed else "A") + ("BT" if form.b_transposed else "B")
+    return f"{HopperMatmul.name}|{form.m}x{form.n}x{form.k}|{form.element_type}|{layouts}"
+
+
+def tuning_candidates(form: MatmulForm, sms: int) -> list[str]:
+    """The configurations `inferx-compile --tune` measures for `form`: IREE's own code, every tile
+    that is not more than twice the output in either dimension, and split-K over 64x64 tiles for
+    reductions of 1024 and more (slices of at least MIN_SLICE); the rule's pick among them."""
+    block_k = _block_k(form.k)
+    out = [IREE_CONFIG]
+    for name, tile in _TILES.items():
+        if (tile[0] == 64 or tile[0] < 2 * form.m) and (tile[1] <= 32 or tile[1] < 2 * form.n):
+            out.append(name)
+    for split in (2, 4, 8):
+        if form.k >= 1024 and form.k % split == 0 and (form.k // split) % block_k == 0 \
+                and form.k // split >= MIN_SLICE:
+            out.append(f"64x64:{split}")
+    rule = spell_config(choose(form.m, form.n, form.k, sms, block_k))
+    return out if rule in out else out + [rule]
+
+
+def _parsed(text: str, op, where: str) -> Config:
+    try:
+        return parse_config(text)
+    except ValueError as e:
+        raise PassFailure(f"{where}: {e}", op) from None
+
+
+def _block_k(k: int) -> int:
+    return next(b for b in (64, 32, 16) if k % b == 0)
 
 
 def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
@@ -200,6 +257,7 @@ class HopperMatmul(TargetedPass):
     epilogue: bool = True
     group: bool = True
     tma: bool = False
+    tuning_db: str = ""
 
     def __post_init__(self):
         super().__post_init__()
@@ -225,6 +283,15 @@ class HopperMatmul(TargetedPass):
             if id(candidate) not in grouped:
                 self._rewrite_one(module, declared, candidate, sms, apart.get(id(candidate)))
 
+    def tuning_forms(self, module) -> list[MatmulForm]:
+        """The distinct forms this pass would look up in a tuning database for `module`: each
+        matmul it takes, and each sibling group as the one matmul of their summed width."""
+        candidates = self._candidates(module, self.target_record())
+        forms = [form for _, form in candidates]
+        for siblings in sibling_groups(candidates) if self.group else ():
+            forms.append(dataclasses.replace(siblings[0][1], n=siblings[0][1].n * len(siblings)))
+        return list(dict.fromkeys(forms))
+
     def _candidates(self, module, target) -> list:
         """(op, MatmulForm) for each linalg.matmul the kernel takes; a remark for the others."""
         from inferx_compiler.kernels import triton_matmul
@@ -247,7 +314,7 @@ class HopperMatmul(TargetedPass):
         members, why = self.group_plan(siblings, sms)
         if members is None:
             return why
-        kernel = self._kernel(module, declared, members.spec, members.plans)
+        kernel = self._kernel(module, declared, members.spec, members.plans, members.how)
         for (op, form), note in zip(siblings, members.notes):
             remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
                                   f"{members.spec.block_m}x{members.spec.block_n}, one kernel with "
@@ -259,7 +326,7 @@ class HopperMatmul(TargetedPass):
     def _rewrite_one(self, module, declared: dict, candidate: tuple, sms: int, apart: Optional[str]) -> None:
         """A kernel for one matmul (and its epilogue), or a remark on why not."""
         op, form = candidate
-        spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]))
+        spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]), op)
         if spec is None:
             remark(self.name, op, f"declined: {how}")
             return
@@ -271,19 +338,20 @@ class HopperMatmul(TargetedPass):
                 spec = dataclasses.replace(spec, epilogue=plan.epilogue, has_init=False)
         if apart:
             how += f"; not grouped with its siblings: {apart}"
-        kernel = self._kernel(module, declared, spec, [plan])
+        kernel = self._kernel(module, declared, spec, [plan], how)
         remark(self.name, op, f"sm_90a kernel: {form.m}x{form.n}x{form.k} {form.element_type}, tile "
                               f"{spec.block_m}x{spec.block_n} ({spec.warps} warps, {spec.stages} stages): {how}")
         with op.context:
             _rewrite(op, spec, kernel, plan)
 
-    def _kernel(self, module, declared: dict, spec, plans) -> ExternalKernel:
+    def _kernel(self, module, declared: dict, spec, plans, how: str) -> ExternalKernel:
         """The module's executable for `spec`, compiled and declared once per distinct spec."""
         from inferx_compiler.kernels import triton_matmul
 
         kernel = declared.get(spec.key())
         if kernel is None:
-            kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plans)
+            source = next((s for s in ("tuned", "forced") if how.startswith(s)), "rule")
+            kernel = declared[spec.key()] = _external(triton_matmul.compile_kernel(spec), plans, source)
             declare(module, kernel)
         return kernel
 
@@ -316,24 +384,58 @@ class HopperMatmul(TargetedPass):
             return None, why
         return _Group(group, plans, notes, anchor, how), ""
 
-    def _spec(self, form: MatmulForm, sms: int, has_init: bool):
+    def _spec(self, form: MatmulForm, sms: int, has_init: bool, op=None):
+        """(the KernelSpec, how it was chosen) or (None, why IREE keeps the matmul)."""
         from inferx_compiler.kernels.triton_matmul import KernelSpec
 
-        block_k = next((b for b in (64, 32, 16) if form.k % b == 0))
-        config = choose(form.m, form.n, form.k, sms, block_k)
-        tile, split, how = config.tile, config.split, config.reason
-        if tile is None and not self.tile:
+        block_k = _block_k(form.k)
+        config, how = self._config(form, sms, block_k, op)
+        tile, split = config.tile, config.split
+        if tile is None:
             return None, how
-        if self.tile or self.split:
-            tile = _TILES[self.tile] if self.tile else tile
-            split = self.split or split
-            how = f"forced (tile={self.tile or 'rule'} split={self.split or 'rule'})"
-            if form.k % split or (form.k // split) % block_k:
-                return None, f"split={split} does not cut reduction {form.k} into multiples of {block_k}"
+        if form.k % split or (form.k // split) % block_k:
+            return None, f"split={split} does not cut reduction {form.k} into multiples of {block_k}"
         spec = KernelSpec(form.m, form.n, form.k, form.element_type, form.a_transposed, form.b_transposed,
                           has_init=has_init and split == 1, split=split, block_m=tile[0], block_n=tile[1],
                           block_k=block_k, warps=tile[2], stages=tile[3], tma=self.tma and _tma_fits(form))
         return spec, how
+
+    def _config(self, form: MatmulForm, sms: int, block_k: int, op) -> tuple[Config, str]:
+        """The configuration, first found of: the pass options (tile=, split=), the op's
+        CONFIG_ATTR (a tuning build's candidate), the tuning database, the rule."""
+        rule = choose(form.m, form.n, form.k, sms, block_k)
+        if self.tile or (self.split and rule.tile is not None):
+            tile = _TILES[self.tile] if self.tile else rule.tile
+            return (Config(tile, self.split or rule.split or 1, ""),
+                    f"forced (tile={self.tile or 'rule'} split={self.split or 'rule'})")
+        if op is not None and CONFIG_ATTR in op.attributes:
+            from iree.compiler import ir
+
+            text = ir.StringAttr(op.attributes[CONFIG_ATTR]).value
+            config = _parsed(text, op, f"{CONFIG_ATTR} on the op")
+            return config, f"forced by {CONFIG_ATTR} = \"{text}\"" + ("" if config.tile else ": IREE's own code")
+        entry = self._tuned().get(form_signature(form))
+        if entry is not None:
+            config = _parsed(str(entry.get("config")), op, f"tuning database {self.tuning_db}, "
+                                                         f"entry {form_signature(form)}")
+            measured = f"{entry.get('us', 0):.1f} us, the rule's {entry.get('rule', '?')} {entry.get('rule_us', 0):.1f} us"
+            if config.tile is None:
+                return config, f"tuned: IREE's own code is fastest ({measured})"
+            return config, f"tuned: {entry['config']} ({measured})"
+        return rule, rule.reason
+
+    def _tuned(self) -> dict:
+        """This target's entries of the tuning database (`tuning-db=`), read once."""
+        cache = self.__dict__.get("_tuned_entries")
+        if cache is None:
+            from inferx_compiler import tuning_db
+
+            cache = {}
+            if self.tuning_db:
+                db = tuning_db.load(self.tuning_db)
+                cache = db.get("entries", {}).get(tuning_db.target_key(self.target_record()), {})
+            object.__setattr__(self, "_tuned_entries", cache)
+        return cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -413,7 +515,7 @@ def _summary(names: list) -> str:
     return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())
 
 
-def _external(compiled, plans) -> ExternalKernel:
+def _external(compiled, plans, source: str) -> ExternalKernel:
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
@@ -424,7 +526,7 @@ def _external(compiled, plans) -> ExternalKernel:
     fused = sorted({f for plan in plans if plan is not None for f in plan.fused})
     report = {"root": "inferx_matmul (Triton, sm_90a)", "kind": "contraction", "element_type": spec.element_type,
               "loops": [spec.m, n, spec.k], "flops": 2 * spec.m * n * spec.k, "linalg_ops": 0, "fused": fused}
-    config = {"source": "inferx-hopper-matmul", "signature": f"matmul {what} {spec.element_type}",
+    config = {"source": f"{source} (inferx-hopper-matmul)", "signature": f"matmul {what} {spec.element_type}",
               "config": f"tile {spec.block_m}x{spec.block_n}x{spec.block_k}, {spec.warps} warps, {spec.stages} stages, "
                         f"split {spec.split}", "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,

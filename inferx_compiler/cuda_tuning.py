@@ -1,0 +1,335 @@
+"""`--tune` for Hopper GPU targets: measure inferx-hopper-matmul's kernel configurations on the GPU.
+
+The pass picks a tile and split-K factor per matmul by a rule fitted on a few shapes; the fastest
+configuration of a given shape is a measurement. Three steps, which can run on two machines
+(the build machine has the compiler and Triton, the GPU host only needs iree-base-runtime):
+
+    prepare   (compiler)  lower the model as the build would, up to the pass; collect the matmul
+                          forms it would take (shape, element type, operand layouts; sibling
+                          groups as the one matmul of their summed width the rule sees); per
+                          distinct form write one module with a function per candidate
+                          configuration (hopper_matmul.tuning_candidates: IREE's own code, the
+                          tiles, split-K), compiled with every dispatch repeated REPEAT times
+                          (`--iree-hal-benchmark-dispatch-repeat-count`), and DIR/index.json.
+    measure   (GPU)       per form: seeded random inputs on the device, each function's output
+                          checked against IREE's own (relative L2 within MAX_ERROR, else the
+                          candidate is rejected), then WARMUP calls and ROUNDS timed ones; a
+                          candidate's time is the median call over REPEAT (the call's own cost
+                          is shared by the repeats: under a microsecond per dispatch).
+    record                per signature, in the tuning database under the target's key: the
+                          fastest candidate if it beats the rule's pick by MIN_GAIN, else the
+                          rule's pick; with every candidate's time (tuning_db.py).
+
+`inferx-compile M --target h200 --tune` does all three where a CUDA device is present, then
+builds with the database. Elsewhere: `inferx-compile M --target h200 --tune-prepare DIR` here,
+`inferx-tune measure DIR --tuning-db DB` on the GPU host, `inferx-compile M --target h200
+--tuning-db DB` here again. Builds read the database through `inferx-hopper-matmul{tuning-db=}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import statistics
+import time
+
+from . import tuning_db
+from .errors import InferXError
+from .log import BuildLog
+
+REPEAT = 50  # each dispatch of a candidate's function runs this many times per call
+WARMUP, ROUNDS = 3, 15
+MIN_GAIN = 0.05  # a measured configuration must be this much faster than the rule's pick
+MAX_ERROR = 1e-2  # relative L2 against IREE's own code (both accumulate in f32: ~1e-6 apart)
+INDEX = "index.json"
+INDEX_FORMAT = "inferx-cuda-tuning"
+
+
+# ----------------------------------------------------------------------------- prepare (compiler)
+def prepare(model_path: str, options, log: BuildLog, directory: str) -> list[dict]:
+    """Write DIR/index.json and one module per new matmul form of this model (forms already in
+    DIR's index, from another model, are kept and not rebuilt); returns the index's forms."""
+    from .targets import get_target
+
+    target = get_target(options.target)
+    _check_target(target)
+    os.makedirs(directory, exist_ok=True)
+    index = _load_index(directory, target)
+    known = {f["signature"] for f in index["forms"]}
+    forms = [f for f in model_forms(model_path, options, target) if _signature(f) not in known]
+    log.step(f"tune: {len(forms)} new matmul form(s) for the {target.name}'s kernels "
+             f"({len(known)} already prepared in {directory})")
+    for i, form in enumerate(forms, 1):
+        index["forms"].append(_prepare_form(form, target, directory, log))
+        _save_index(directory, index)
+        log.step(f"tune: {_bar(i, len(forms))} prepared {_signature(form)} "
+                 f"({len(index['forms'][-1]['candidates'])} candidates)")
+    _save_index(directory, index)
+    return index["forms"]
+
+
+def model_forms(model_path: str, options, target) -> list:
+    """The distinct MatmulForms inferx-hopper-matmul would look up for this build."""
+    from iree.compiler import ir
+
+    from .build_plan import iree_input_pipeline
+    from .driver import compile_onnx_file
+    from .passes.hopper_matmul import HopperMatmul
+    from .passes.pipeline import run_pipeline
+
+    before = dataclasses.replace(options, emit="linalg", tuning_db=None,
+                                 disabled_passes=tuple(options.disabled_passes) + (
+                                     "inferx-hopper-matmul", "inferx-split-reduction"))
+    linalg = compile_onnx_file(model_path, before, BuildLog(quiet=True)).output
+    with ir.Context():
+        module = ir.Module.parse(linalg).operation
+        run_pipeline(module, iree_input_pipeline(target, before), "iree", stage="iree-input")
+        hopper = HopperMatmul(target=target.name, group=options.runs("inferx-hopper-group"))
+        return hopper.tuning_forms(module)
+
+
+def _prepare_form(form, target, directory: str, log: BuildLog) -> dict:
+    from . import iree_backend
+    from .build_plan import iree_flags
+    from .options import CompileOptions
+    from .passes.hopper_matmul import tuning_candidates
+
+    sig = _signature(form)
+    candidates = tuning_candidates(form, target.cores or 1)
+    name = f"form_{form.m}x{form.n}x{form.k}_{hashlib.sha256(sig.encode()).hexdigest()[:8]}"
+    flags = iree_flags(target, CompileOptions(target=target.name)) + [
+        f"--iree-hal-benchmark-dispatch-repeat-count={REPEAT}"]
+    pipeline = (f"builtin.module(inferx-hopper-matmul{{target={target.name} group=false}},"
+                f"inferx-split-reduction{{target={target.name}}})")
+    result = iree_backend.compile_module(_module_text(form, candidates).encode(), flags, input_pipeline=pipeline,
+                                         dispatch_pipeline="builtin.module(inferx-dispatch-report)",
+                                         log=BuildLog(quiet=True))
+    with open(os.path.join(directory, name + ".vmfb"), "wb") as f:
+        f.write(result.vmfb)
+    return {"signature": sig, "form": dataclasses.asdict(form), "vmfb": name + ".vmfb",
+            "candidates": candidates, "rule": _rule(form, target), "repeat": REPEAT}
+
+
+def _module_text(form, candidates: list[str]) -> str:
+    """One function per candidate: the zero-initialized matmul of `form`, with its
+    configuration forced on the op (hopper_matmul.CONFIG_ATTR)."""
+    from .passes.hopper_matmul import CONFIG_ATTR
+
+    et = form.element_type
+    a = f"tensor<{form.k}x{form.m}x{et}>" if form.a_transposed else f"tensor<{form.m}x{form.k}x{et}>"
+    b = f"tensor<{form.n}x{form.k}x{et}>" if form.b_transposed else f"tensor<{form.k}x{form.n}x{et}>"
+    out = f"tensor<{form.m}x{form.n}xf32>"
+    maps = ", ".join(f"affine_map<(m, n, k) -> ({e})>" for e in (
+        "k, m" if form.a_transposed else "m, k", "n, k" if form.b_transposed else "k, n", "m, n"))
+    functions = []
+    for i, config in enumerate(candidates):
+        functions.append(f"""
+func.func @c{i}(%a: {a}, %b: {b}) -> {out} {{
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty() : {out}
+  %init = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
+  %y = linalg.matmul indexing_maps = [{maps}] {{{CONFIG_ATTR} = "{config}"}}
+         ins(%a, %b : {a}, {b}) outs(%init : {out}) -> {out}
+  return %y : {out}
+}}""")
+    return "".join(functions) + "\n"
+
+
+def _rule(form, target) -> str:
+    from .passes.hopper_matmul import _block_k, choose, spell_config
+
+    return spell_config(choose(form.m, form.n, form.k, target.cores or 1, _block_k(form.k)))
+
+
+# ----------------------------------------------------------------------------- measure (GPU host)
+def measure(directory: str, log: BuildLog, device_uri: str = "cuda") -> list[dict]:
+    """Time every candidate of DIR's index on the GPU; needs only iree-base-runtime and numpy.
+    Returns one record per form: its index entry plus "us" {config: us per dispatch} and
+    "errors" {config: relative L2 against IREE's own code}."""
+    import numpy as np
+
+    device = _device(device_uri)
+    index = _load_index(directory, None)
+    if not index["forms"]:
+        raise InferXError(f"{directory}: no prepared matmul forms (run inferx-compile --tune-prepare first)")
+    records = []
+    for i, entry in enumerate(index["forms"], 1):
+        inputs = _inputs(entry, np)
+        functions = _load_functions(device, os.path.join(directory, entry["vmfb"]), len(entry["candidates"]))
+        us, errors, reference = {}, {}, None
+        for config, fn in zip(entry["candidates"], functions):
+            staged = [_to_device(device, x) for x in inputs]
+            out = np.asarray(fn(*staged).to_host(), dtype=np.float64)
+            if reference is None:  # candidates[0] is IREE's own code
+                reference = out
+            errors[config] = float(np.linalg.norm(out - reference) / max(np.linalg.norm(reference), 1e-30))
+            if not errors[config] <= MAX_ERROR:
+                log.warn(f"tune: {entry['signature']} {config}: output off by {errors[config]:.2e} "
+                         f"(relative L2 against IREE's): rejected")
+                continue
+            us[config] = _time(fn, staged) / entry["repeat"]
+        records.append({**entry, "us": us, "errors": errors})
+        best = min(us, key=us.get)
+        log.step(f"tune: {_bar(i, len(index['forms']))} {entry['signature']}: fastest {best} "
+                 f"{us[best]:.1f} us, rule's {entry['rule']} {us.get(entry['rule'], float('nan')):.1f} us")
+    return records
+
+
+def _device(uri: str):
+    try:
+        import iree.runtime as rt
+    except ImportError:
+        raise InferXError("measuring needs iree-base-runtime (pip install iree-base-runtime)") from None
+    try:
+        return rt.get_device(uri)
+    except Exception as e:  # (the runtime raises ValueError/RuntimeError by driver)
+        raise InferXError(f"--tune measures on the GPU: no '{uri}' device here ({str(e).splitlines()[0]}); "
+                          "build with --tune-prepare DIR here and run `inferx-tune measure DIR` where the "
+                          "GPU is") from None
+
+
+def _inputs(entry: dict, np) -> list:
+    form = entry["form"]
+    m, n, k = form["m"], form["n"], form["k"]
+    dtype = {"f16": np.float16, "bf16": None}[form["element_type"]]
+    rng = np.random.default_rng(0)
+    shapes = [(k, m) if form["a_transposed"] else (m, k), (n, k) if form["b_transposed"] else (k, n)]
+    arrays = [rng.standard_normal(s).astype(np.float32) / 8 for s in shapes]
+    if dtype is None:  # bf16: the top half of each f32 (numpy has no bfloat16)
+        return [_BF16(x) for x in arrays]
+    return [x.astype(dtype) for x in arrays]
+
+
+@dataclasses.dataclass
+class _BF16:
+    """An f32 array to upload as bf16 (its top 16 bits, rounded to nearest even)."""
+
+    values: object
+
+    def device_array(self, device):
+        import iree.runtime as rt
+        import numpy as np
+
+        bits = self.values.view(np.uint32)
+        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return rt.asdevicearray(device, rounded, implicit_host_transfer=True,
+                                element_type=rt.HalElementType.BFLOAT_16)
+
+
+def _to_device(device, x):
+    import iree.runtime as rt
+
+    return x.device_array(device) if isinstance(x, _BF16) else rt.asdevicearray(device, x)
+
+
+def _load_functions(device, path: str, count: int) -> list:
+    import iree.runtime as rt
+
+    config = rt.Config(device=device)
+    context = rt.SystemContext(config=config)
+    with open(path, "rb") as f:
+        context.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, f.read()))
+    module = context.modules.module
+    return [module[f"c{i}"] for i in range(count)]
+
+
+def _time(fn, staged) -> float:
+    """Median microseconds of one synchronous call (the function waits for its dispatches)."""
+    for _ in range(WARMUP):
+        fn(*staged)
+    samples = []
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        fn(*staged)
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(samples)
+
+
+# ----------------------------------------------------------------------------- record
+def record(db: dict, target_key: str, records: list[dict]) -> list[str]:
+    """Merge measurements into the database; returns the signatures whose pick is not the rule's."""
+    changed = []
+    for rec in records:
+        us = rec["us"]
+        rule = rec["rule"]
+        rule_us = us.get(rule)
+        best = min(us, key=us.get)
+        keep = rule if rule_us is not None and us[best] > (1 - MIN_GAIN) * rule_us else best
+        form = rec["form"]
+        tuning_db.record(db, target_key, rec["signature"], {
+            "config": keep, "us": round(us[keep], 2), "rule": rule,
+            "rule_us": round(rule_us, 2) if rule_us is not None else None,
+            "iree_us": round(us["iree"], 2) if "iree" in us else None,
+            "measured": {c: round(t, 2) for c, t in sorted(us.items())},
+            "summary": f"matmul {form['m']}x{form['n']}x{form['k']} {form['element_type']}"})
+        if keep != rule:
+            changed.append(rec["signature"])
+    return changed
+
+
+def measure_into(directory: str, db_path: str, log: BuildLog, device_uri: str = "cuda") -> dict:
+    """measure + record into the database file at `db_path` (created if missing)."""
+    index = _load_index(directory, None)
+    records = measure(directory, log, device_uri)
+    db = tuning_db.load_or_empty(db_path)
+    changed = record(db, index["target_key"], records)
+    tuning_db.save(db, db_path)
+    log.step(f"tune: {len(records)} form(s) measured, {len(changed)} differ from the rule's pick; "
+             f"database {db_path}")
+    return {"forms": len(records), "changed": changed}
+
+
+def tune(model_path: str, options, log: BuildLog, db_path: str, workdir: str) -> dict:
+    """All of it on this machine (it must have the GPU): prepare into `workdir`, measure, record."""
+    from .targets import get_target
+
+    _check_target(get_target(options.target))
+    _device("cuda")  # fail before the builds when there is no GPU here
+    prepare(model_path, options, log, workdir)
+    return measure_into(workdir, db_path, log)
+
+
+# ----------------------------------------------------------------------------- helpers
+def _check_target(target) -> None:
+    from .targets import HOPPER_ARCHS
+
+    if target.backend != "cuda" or target.arch not in HOPPER_ARCHS:
+        raise InferXError(f"--tune for GPU targets measures inferx-hopper-matmul's kernels: it needs a Hopper "
+                          f"target (h100, h200), not '{target.name}'")
+
+
+def _signature(form) -> str:
+    from .passes.hopper_matmul import form_signature
+
+    return form_signature(form)
+
+
+def _load_index(directory: str, target) -> dict:
+    path = os.path.join(directory, INDEX)
+    if not os.path.exists(path):
+        if target is None:
+            raise InferXError(f"{directory}: no {INDEX} (prepare it with inferx-compile --tune-prepare {directory})")
+        return {"format": INDEX_FORMAT, "target": target.name, "target_key": tuning_db.target_key(target),
+                "forms": []}
+    with open(path) as f:
+        index = json.load(f)
+    if index.get("format") != INDEX_FORMAT:
+        raise InferXError(f"{path}: not an inferx CUDA tuning index")
+    if target is not None and index["target"] != target.name:
+        raise InferXError(f"{directory} holds measurements prepared for '{index['target']}', not "
+                          f"'{target.name}': use another directory")
+    return index
+
+
+def _save_index(directory: str, index: dict) -> None:
+    path = os.path.join(directory, INDEX)
+    with open(path + ".partial", "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+    os.replace(path + ".partial", path)
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = int(width * done / max(total, 1))
+    return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
