@@ -9,13 +9,17 @@ configuration of a given shape is a measurement. Three steps, which can run on t
                           groups as the one matmul of their summed width the rule sees); per
                           distinct form write one module with a function per candidate
                           configuration (hopper_matmul.tuning_candidates: IREE's own code, the
-                          tiles, split-K), compiled with every dispatch repeated REPEAT times
-                          (`--iree-hal-benchmark-dispatch-repeat-count`), and DIR/index.json.
+                          tiles, split-K), and DIR/index.json. A function computes the product
+                          for C copies of the right operand (the weights), enough copies to
+                          hold twice the GPU's L2 cache: each product streams its weights from
+                          memory as it does in the model (one weight matrix repeated stays in
+                          the L2: a first version measured so and picked narrow tiles that were
+                          15% slower in BERT, docs/bench/2026-12-02-h200-tune/).
     measure   (GPU)       per form: seeded random inputs on the device, each function's output
                           checked against IREE's own (relative L2 within MAX_ERROR, else the
                           candidate is rejected), then WARMUP calls and ROUNDS timed ones; a
-                          candidate's time is the median call over REPEAT (the call's own cost
-                          is shared by the repeats: under a microsecond per dispatch).
+                          candidate's time is the median call over C (the call's own cost is
+                          shared by the copies: about a microsecond per product).
     record                per signature, in the tuning database under the target's key: the
                           fastest candidate if it beats the rule's pick by MIN_GAIN, else the
                           rule's pick; with every candidate's time (tuning_db.py).
@@ -39,7 +43,7 @@ from . import tuning_db
 from .errors import InferXError
 from .log import BuildLog
 
-REPEAT = 50  # each dispatch of a candidate's function runs this many times per call
+MIN_COPIES, MAX_COPIES = 8, 64  # weight copies per candidate function (see the module doc)
 WARMUP, ROUNDS = 3, 15
 MIN_GAIN = 0.05  # a measured configuration must be this much faster than the rule's pick
 MAX_ERROR = 1e-2  # relative L2 against IREE's own code (both accumulate in f32: ~1e-6 apart)
@@ -99,22 +103,29 @@ def _prepare_form(form, target, directory: str, log: BuildLog) -> dict:
     sig = _signature(form)
     candidates = tuning_candidates(form, target.cores or 1)
     name = f"form_{form.m}x{form.n}x{form.k}_{hashlib.sha256(sig.encode()).hexdigest()[:8]}"
-    flags = iree_flags(target, CompileOptions(target=target.name)) + [
-        f"--iree-hal-benchmark-dispatch-repeat-count={REPEAT}"]
+    flags = iree_flags(target, CompileOptions(target=target.name))
+    copies = weight_copies(form, target)
     pipeline = (f"builtin.module(inferx-hopper-matmul{{target={target.name} group=false}},"
                 f"inferx-split-reduction{{target={target.name}}})")
-    result = iree_backend.compile_module(_module_text(form, candidates).encode(), flags, input_pipeline=pipeline,
+    result = iree_backend.compile_module(_module_text(form, candidates, copies).encode(), flags, input_pipeline=pipeline,
                                          dispatch_pipeline="builtin.module(inferx-dispatch-report)",
                                          log=BuildLog(quiet=True))
     with open(os.path.join(directory, name + ".vmfb"), "wb") as f:
         f.write(result.vmfb)
     return {"signature": sig, "form": dataclasses.asdict(form), "vmfb": name + ".vmfb",
-            "candidates": candidates, "rule": _rule(form, target), "repeat": REPEAT}
+            "candidates": candidates, "rule": _rule(form, target), "copies": copies}
 
 
-def _module_text(form, candidates: list[str]) -> str:
-    """One function per candidate: the zero-initialized matmul of `form`, with its
-    configuration forced on the op (hopper_matmul.CONFIG_ATTR)."""
+def weight_copies(form, target) -> int:
+    """How many right operands a candidate's function multiplies: twice the L2 in bytes."""
+    weight_bytes = form.k * form.n * 2
+    l2 = target.l2_bytes or 50 * 2**20
+    return max(MIN_COPIES, min(MAX_COPIES, -(-2 * l2 // weight_bytes)))
+
+
+def _module_text(form, candidates: list[str], copies: int) -> str:
+    """One function per candidate: the zero-initialized matmul of `form` by each of `copies`
+    right operands, with its configuration forced on the op (hopper_matmul.CONFIG_ATTR)."""
     from .passes.hopper_matmul import CONFIG_ATTR
 
     et = form.element_type
@@ -125,14 +136,17 @@ def _module_text(form, candidates: list[str]) -> str:
         "k, m" if form.a_transposed else "m, k", "n, k" if form.b_transposed else "k, n", "m, n"))
     functions = []
     for i, config in enumerate(candidates):
+        products = "".join(f"""
+  %y{j} = linalg.matmul indexing_maps = [{maps}] {{{CONFIG_ATTR} = "{config}"}}
+         ins(%a, %b{j} : {a}, {b}) outs(%init : {out}) -> {out}""" for j in range(copies))
+        arguments = ", ".join(f"%b{j}: {b}" for j in range(copies))
+        results = ", ".join(f"%y{j}" for j in range(copies))
         functions.append(f"""
-func.func @c{i}(%a: {a}, %b: {b}) -> {out} {{
+func.func @c{i}(%a: {a}, {arguments}) -> ({", ".join([out] * copies)}) {{
   %zero = arith.constant 0.0 : f32
   %empty = tensor.empty() : {out}
-  %init = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}
-  %y = linalg.matmul indexing_maps = [{maps}] {{{CONFIG_ATTR} = "{config}"}}
-         ins(%a, %b : {a}, {b}) outs(%init : {out}) -> {out}
-  return %y : {out}
+  %init = linalg.fill ins(%zero : f32) outs(%empty : {out}) -> {out}{products}
+  return {results} : {", ".join([out] * copies)}
 }}""")
     return "".join(functions) + "\n"
 
@@ -156,12 +170,11 @@ def measure(directory: str, log: BuildLog, device_uri: str = "cuda") -> list[dic
         raise InferXError(f"{directory}: no prepared matmul forms (run inferx-compile --tune-prepare first)")
     records = []
     for i, entry in enumerate(index["forms"], 1):
-        inputs = _inputs(entry, np)
+        staged = [_to_device(device, x) for x in _inputs(entry, np)]
         functions = _load_functions(device, os.path.join(directory, entry["vmfb"]), len(entry["candidates"]))
         us, errors, reference = {}, {}, None
         for config, fn in zip(entry["candidates"], functions):
-            staged = [_to_device(device, x) for x in inputs]
-            out = np.asarray(fn(*staged).to_host(), dtype=np.float64)
+            out = np.asarray(fn(*staged)[-1].to_host(), dtype=np.float64)
             if reference is None:  # candidates[0] is IREE's own code
                 reference = out
             errors[config] = float(np.linalg.norm(out - reference) / max(np.linalg.norm(reference), 1e-30))
@@ -169,7 +182,7 @@ def measure(directory: str, log: BuildLog, device_uri: str = "cuda") -> list[dic
                 log.warn(f"tune: {entry['signature']} {config}: output off by {errors[config]:.2e} "
                          f"(relative L2 against IREE's): rejected")
                 continue
-            us[config] = _time(fn, staged) / entry["repeat"]
+            us[config] = _time(fn, staged) / entry["copies"]
         records.append({**entry, "us": us, "errors": errors})
         best = min(us, key=us.get)
         log.step(f"tune: {_bar(i, len(index['forms']))} {entry['signature']}: fastest {best} "
@@ -185,9 +198,10 @@ def _device(uri: str):
     try:
         return rt.get_device(uri)
     except Exception as e:  # (the runtime raises ValueError/RuntimeError by driver)
-        raise InferXError(f"--tune measures on the GPU: no '{uri}' device here ({str(e).splitlines()[0]}); "
-                          "build with --tune-prepare DIR here and run `inferx-tune measure DIR` where the "
-                          "GPU is") from None
+        raise InferXError(f"measuring the Hopper kernels needs the GPU: no '{uri}' device here "
+                          f"({str(e).splitlines()[0]}); prepare with `inferx-compile MODEL --target T "
+                          "--tune-prepare DIR` on the build machine and run `inferx-tune DIR --tuning-db DB` "
+                          "where the GPU is") from None
 
 
 def _inputs(entry: dict, np) -> list:
@@ -197,9 +211,9 @@ def _inputs(entry: dict, np) -> list:
     rng = np.random.default_rng(0)
     shapes = [(k, m) if form["a_transposed"] else (m, k), (n, k) if form["b_transposed"] else (k, n)]
     arrays = [rng.standard_normal(s).astype(np.float32) / 8 for s in shapes]
-    if dtype is None:  # bf16: the top half of each f32 (numpy has no bfloat16)
-        return [_BF16(x) for x in arrays]
-    return [x.astype(dtype) for x in arrays]
+    arrays = [_BF16(x) for x in arrays] if dtype is None else [x.astype(dtype) for x in arrays]
+    # the same values in every copy: what matters is that each copy is its own memory
+    return arrays[:1] + arrays[1:] * entry["copies"]
 
 
 @dataclasses.dataclass

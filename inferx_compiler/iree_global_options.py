@@ -27,7 +27,6 @@ GLOBAL_OPTIONS = frozenset({
     "iree-llvmcpu-number-of-threads",
     "iree-dispatch-creation-block-matmul-producer-fusion",
     "iree-llvmcpu-matmul-tile-bytes",
-    "iree-hal-benchmark-dispatch-repeat-count",
 })
 
 _lock = threading.Lock()

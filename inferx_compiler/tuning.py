@@ -53,7 +53,8 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
 
     target = get_target(options.target)
     if target.backend != "llvm-cpu" or target.name != "cpu":
-        raise InferXError(f"--tune measures on the build machine: it needs --target cpu, not '{target.name}'")
+        raise InferXError(f"--tune measures on the build machine: it needs --target cpu (or a Hopper GPU "
+                          f"target where that GPU is), not '{target.name}'")
     if options.dynamic_only:
         raise InferXError("--tune times the static-shape functions: it cannot be used with --dynamic-only")
     _, model_sha = load_model(model_path)

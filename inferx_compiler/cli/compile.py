@@ -159,9 +159,13 @@ def _conv_algorithms_option(ctx, param, value):
                    "the epilogue fusion and sibling grouping of inferx-hopper-matmul) out of the build "
                    "(repeatable), to measure what it is worth")
 @click.option("--tune", is_flag=True,
-              help="measure dispatch configurations on this machine (cpu target) and keep the "
-                   "winners in the tuning database (--tuning-db, default OUTPUT.tuning.json), "
-                   "then build with them")
+              help="measure configurations on this machine and keep the winners in the tuning "
+                   "database (--tuning-db, default OUTPUT.tuning.json), then build with them: "
+                   "dispatch configurations for --target cpu, the Hopper matmul kernels' tiles "
+                   "for h100/h200 (this machine must have that GPU; else see --tune-prepare)")
+@click.option("--tune-prepare", metavar="DIR",
+              help="Hopper targets: compile the kernel candidates --tune would measure into DIR "
+                   "and stop; measure them on the GPU host with `inferx-tune DIR --tuning-db DB`")
 @click.option("--tuning-db", metavar="FILE",
               help="build with the measured configurations in this tuning database")
 @click.option("--cache-dir", metavar="DIR", envvar="INFERX_CACHE_DIR", show_envvar=True,
@@ -210,8 +214,11 @@ def _check_usage(args) -> None:
                                "(inferx-compile --list-targets describes them).")
     if args.as_json and not args.check:
         raise click.UsageError("--json goes with --check.")
-    if args.check and (args.tune or args.emit_plan or args.plan_chart):
-        raise click.UsageError("--check builds nothing: drop --tune, --emit-plan and --plan-chart.")
+    if args.check and (args.tune or args.tune_prepare or args.emit_plan or args.plan_chart):
+        raise click.UsageError("--check builds nothing: drop --tune, --tune-prepare, --emit-plan and --plan-chart.")
+    if args.tune and args.tune_prepare:
+        raise click.UsageError("--tune measures here; --tune-prepare prepares the measurements for another "
+                               "machine: give one of them.")
     if args.tuning_db and not args.tune and not os.path.exists(args.tuning_db):
         raise click.BadParameter(f"{args.tuning_db}: no such file (write one with --tune)",
                                  param_hint="'--tuning-db'")
@@ -282,16 +289,16 @@ def _work(args) -> int:
         return _check(args, options, log)
     if (args.emit_plan or args.plan_chart) and not args.output:
         return _plan_only(args, options, log)
+    if args.tune_prepare:
+        return _tune_prepare(args, options, log)
     out = args.output or _default_output(args.model, args.emit)
     t0 = time.monotonic()
     cached = _cached_build(args, options, log)
     if cached is not None and cached.fetch(out):
         return _finish(args, out, t0, log, cached.report(), source=f"build cache {cached.key[:16]}")
     if args.tune:
-        from inferx_compiler.tuning import tune
-
         db = args.tuning_db or os.path.splitext(out)[0] + ".tuning.json"
-        tune(args.model, options, log, db)
+        _tune(args, options, log, db)
         options = dataclasses.replace(options, tuning_db=db)
     result = compile_onnx_file(args.model, options, log)
     if result.plan is not None:
@@ -307,6 +314,30 @@ def _work(args) -> int:
     if cached is not None:
         cached.store(out)
     return _finish(args, out, t0, log, {"dispatches": result.dispatches, "decisions": result.decisions})
+
+
+def _tune(args, options: CompileOptions, log: BuildLog, db: str) -> None:
+    """--tune: the CPU dispatch configurations (tuning.py) or the Hopper kernels' (cuda_tuning.py)."""
+    if get_target(args.target).backend == "cuda":
+        import tempfile
+
+        from inferx_compiler import cuda_tuning
+
+        with tempfile.TemporaryDirectory(prefix="inferx-tune-") as work:
+            cuda_tuning.tune(args.model, options, log, db, work)
+        return
+    from inferx_compiler.tuning import tune
+
+    tune(args.model, options, log, db)
+
+
+def _tune_prepare(args, options: CompileOptions, log: BuildLog) -> int:
+    from inferx_compiler import cuda_tuning
+
+    forms = cuda_tuning.prepare(args.model, options, log, args.tune_prepare)
+    print(f"prepared {len(forms)} matmul form(s) in {args.tune_prepare}; on the GPU host: "
+          f"inferx-tune {args.tune_prepare} --tuning-db DB, then build with --tuning-db DB", file=sys.stderr)
+    return 0
 
 
 def _finish(args, out: str, t0: float, log: BuildLog, report: dict, source: str = "") -> int:

@@ -121,7 +121,7 @@ def test_h200_build_runs_its_static_matmuls_on_hopper_kernels(tmp_path):
     assert decisions == {("main$b64", "sm_90a kernel"), ("main", "declined")}, decisions
     external = [d for d in report["dispatches"] if d["root"] == "inferx_matmul (Triton, sm_90a)"]
     assert sorted(tuple(d["loops"]) for d in external) == [(64, 640, 1024), (64, 1024, 256)], external
-    assert all(d["config_source"] == "inferx-hopper-matmul" and d["config"].startswith("tile 64x")
+    assert all(d["config_source"] == "rule (inferx-hopper-matmul)" and d["config"].startswith("tile 64x")
                for d in external)
     assert json.loads(_member(artifact, "manifest.json"))["compiler"]["triton"] == triton_matmul.TRITON_VERSION
     vmfb = _member(artifact, "module.vmfb")

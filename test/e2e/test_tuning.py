@@ -111,8 +111,10 @@ def test_explain_prints_decisions_and_dispatches(tuned, capfd):
 
 def test_tune_needs_the_build_machine_target(tmp_path, capfd):
     path = save(small_conv_zoo(), tmp_path / "z.onnx")
-    assert compile_main([path, "--target", "a100", "--tune", "-o", str(tmp_path / "z.ixa")]) != 0
+    assert compile_main([path, "--target", "x86-avx2", "--tune", "-o", str(tmp_path / "z.ixa")]) != 0
     assert "--tune measures on the build machine: it needs --target cpu" in capfd.readouterr().err
+    assert compile_main([path, "--target", "a100", "--tune", "-o", str(tmp_path / "z.ixa")]) != 0
+    assert "it needs a Hopper target (h100, h200), not 'a100'" in capfd.readouterr().err
 
 
 def test_missing_tuning_database_is_an_error(tmp_path, capfd):

@@ -127,7 +127,12 @@ def main(argv=None) -> int:
     p.add_argument("--only", help="comma list of systems to build (default: every inferx and IREE build)")
     p.add_argument("--runtime-wheel", action="store_true",
                    help="pip download the cp312 iree-base-runtime 3.13.0 wheel into OUT/whl")
+    p.add_argument("--tuning-db", help="also build inferx-fp16-tuned: --precision fp16 with this tuning database "
+                                       "(written by inferx-tune on the GPU host)")
     a = p.parse_args(argv)
+    if a.tuning_db:
+        INFERX_VARIANTS["inferx-fp16-tuned"] = ("fp16", ["--tuning-db", os.path.abspath(a.tuning_db)],
+                                                tuple(models.MODELS))
     names = a.models.split(",") if a.models else (models.QUICK if a.quick else models.FULL)
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
