@@ -53,7 +53,13 @@ the dequantization into its matmul dispatch), and builds without Triton (`pip in
 operand tiles through TMA descriptors the kernel makes on the device (in Triton's global
 scratch, which the dispatch then sizes for the grid): right on the H200, but no faster than the
 cp.async loop (BERT b8's shapes within +-10%, docs/bench/2026-12-02-h200-tma/), so off by default.
-Spelled `inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true tma=false}`.
+Measured configurations: `tuning-db=FILE` (written by `inferx-compile --tune` / `inferx-tune`,
+inferx_compiler/cuda_tuning.py) holds, per target and form_signature (shape, element type,
+operand layouts), the fastest of tuning_candidates measured on the GPU ("iree": leave the matmul
+to IREE); an entry replaces the rule for its form. A tuning build forces a candidate per matmul
+with the op attribute `inferx.hopper_config = "BMxBN[:S]" | "iree"`. Order: the tile=/split=
+options, the op attribute, the database, the rule.
+Spelled `inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true tma=false tuning-db=}`.
 """
 
 from __future__ import annotations
