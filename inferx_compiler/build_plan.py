@@ -101,6 +101,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         passes.append(f"inferx-split-reduction{{target={target.name}}}")
     if isolate_casts and target.backend == "llvm-cpu" and options.runs("inferx-isolate-casts"):
         passes.append(f"inferx-isolate-casts{{target={target.name}}}")
+    if options.runs("inferx-narrow-parameters"):
+        passes.append("inferx-narrow-parameters")
     passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
     return "builtin.module(" + ",".join(passes) + ")"
 

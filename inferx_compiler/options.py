@@ -19,7 +19,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
                    "inferx-split-reduction", "inferx-hopper-matmul", "inferx-hopper-epilogue", "inferx-hopper-group",
-                   "inferx-dispatch-config", "inferx-isolate-casts")
+                   "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 
 
 @dataclass(frozen=True)

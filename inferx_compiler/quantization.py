@@ -161,12 +161,19 @@ def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
 
 def materialize(keys, weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The parameter arrays the compiled module names: ordinary keys as they are, derived
-    keys computed from their source weight (each source quantized once)."""
+    keys computed from their source weight (each source quantized once; f16/bf16 copies of
+    weight_casts.py)."""
+    from . import weight_casts
+
     out: dict[str, np.ndarray] = {}
     cache: dict[tuple, tuple] = {}
     for key in keys:
         if key in weights:
             out[key] = weights[key]
+            continue
+        narrowed = weight_casts.parse_key(key)
+        if narrowed is not None and narrowed[0] in weights:
+            out[key] = weight_casts.cast(weights[narrowed[0]], narrowed[1])
             continue
         parsed = parse_key(key)
         if parsed is None or parsed[0] not in weights:

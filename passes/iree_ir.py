@@ -43,6 +43,17 @@ def cast_generic(op) -> Optional[tuple]:
     return body[0].name, op.results[0].type.element_type
 
 
+NARROW_FLOATS = ("bf16", "f16")
+
+
+def narrowing_cast_input(op):
+    """The input of `op` when it is an elementwise generic that only truncates to bf16/f16."""
+    cast = cast_generic(op)
+    if cast is None or cast[0] != "arith.truncf" or str(cast[1]) not in NARROW_FLOATS:
+        return None
+    return op.operands[0]
+
+
 def constant_scalar(value) -> Optional[float]:
     """The float an arith.constant defines (a scalar, or a splat / one-element tensor), else None."""
     from iree.compiler import ir

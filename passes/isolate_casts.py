@@ -32,20 +32,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .base import TargetedPass
-from .iree_ir import before_reshapes, cast_generic, defining_op
+from .iree_ir import before_reshapes, defining_op, narrowing_cast_input
 from .linalg_analysis import all_parallel, collect
 from .remarks import remark
-
-_NARROW = ("bf16", "f16")
-
-
-def narrowing_cast_input(op):
-    """The input of `op` when it is an elementwise generic that only truncates to bf16/f16."""
-    cast = cast_generic(op)
-    if cast is None or cast[0] != "arith.truncf" or str(cast[1]) not in _NARROW:
-        return None
-    return op.operands[0]
-
 
 def _is_reduction(op) -> bool:
     """A linalg.generic with a reduction loop and one input (not a contraction)."""

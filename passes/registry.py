@@ -27,6 +27,7 @@ _PASSES = {
     "inferx-hopper-matmul": "hopper_matmul:HopperMatmul",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
+    "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",
 }
 
 
