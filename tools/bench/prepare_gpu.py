@@ -79,6 +79,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                                       ("mlp", "bert", "resnet50", "mlp_lite", "bert_lite", "resnet_lite")),
                    "inferx-int8-o0": ("int8", ["--iree-flag=--iree-opt-level=O0"], ("mlp", "bert", "mlp_lite",
                                                                                       "bert_lite")),
+                   # the weights stored f32 and truncated at load, as before inferx-narrow-parameters
+                   "inferx-fp16-wide": ("fp16", ["--disable-pass", "inferx-narrow-parameters"],
+                                        ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite", "gpt2_lite",
+                                         "resnet_lite")),
                    # bf16 matmul inputs (f32 accumulation; the sm_90a kernels take bf16 too)
                    "inferx-bf16": ("bf16", [], ("mlp", "bert", "gpt2", "resnet50", "mlp_lite", "bert_lite",
                                                "gpt2_lite", "resnet_lite")),

@@ -55,3 +55,61 @@ func.func @two_reads(%a: tensor<8x32xf16>, %w: tensor<32x32xf32> {inferx.paramet
   %y2 = linalg.matmul ins(%b, %t2 : tensor<8x32xf16>, tensor<32x32xf16>) outs(%f : tensor<8x32xf32>) -> tensor<8x32xf32>
   return %y1, %y2 : tensor<8x32xf32>, tensor<8x32xf32>
 }
+
+// -----
+
+// One key read at bf16 by two functions: both read the one bf16 parameter.
+// CHECK-LABEL: func.func @first(
+// CHECK-SAME:    tensor<16x16xbf16> {inferx.parameter = "w#cast:bf16"}
+// CHECK-LABEL: func.func @second(
+// CHECK-SAME:    tensor<16x16xbf16> {inferx.parameter = "w#cast:bf16"}
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// expected-remark @+1 {{inferx-narrow-parameters: 'w' stored as bf16 (2 truncation(s) removed in 2 functions)}}
+func.func @first(%w: tensor<16x16xf32> {inferx.parameter = "w"}) -> tensor<16x16xbf16> {
+  %e = tensor.empty() : tensor<16x16xbf16>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<16x16xf32>) outs(%e : tensor<16x16xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<16x16xbf16>
+  return %t : tensor<16x16xbf16>
+}
+func.func @second(%w: tensor<16x16xf32> {inferx.parameter = "w"}) -> tensor<16x16xbf16> {
+  %e = tensor.empty() : tensor<16x16xbf16>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w : tensor<16x16xf32>) outs(%e : tensor<16x16xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<16x16xbf16>
+  return %t : tensor<16x16xbf16>
+}
+
+// -----
+
+// ONNX Gemm transB=1: the weight is transposed, then truncated. The transpose moves onto the
+// bf16 parameter (same values, half the bytes moved).
+// CHECK-LABEL: func.func @transposed(
+// CHECK-SAME:    %[[W:[a-z0-9]+]]: tensor<32x64xbf16> {inferx.parameter = "w#cast:bf16"})
+// CHECK:         %[[T:.+]] = linalg.transpose ins(%[[W]] : tensor<32x64xbf16>) outs(%{{.+}} : tensor<64x32xbf16>) permutation = [1, 0]
+// CHECK-NOT:     arith.truncf
+// CHECK:         linalg.matmul ins(%{{.+}}, %[[T]] : tensor<4x64xbf16>, tensor<64x32xbf16>)
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// expected-remark @+1 {{inferx-narrow-parameters: 'w' stored as bf16 (1 truncation(s) removed)}}
+func.func @transposed(%x: tensor<4x64xbf16>, %w: tensor<32x64xf32> {inferx.parameter = "w"}) -> tensor<4x32xf32> {
+  %e0 = tensor.empty() : tensor<64x32xf32>
+  %wt = linalg.transpose ins(%w : tensor<32x64xf32>) outs(%e0 : tensor<64x32xf32>) permutation = [1, 0]
+  %e = tensor.empty() : tensor<64x32xbf16>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%wt : tensor<64x32xf32>) outs(%e : tensor<64x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %c = arith.truncf %in : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<64x32xbf16>
+  %zero = arith.constant 0.0 : f32
+  %o = tensor.empty() : tensor<4x32xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%o : tensor<4x32xf32>) -> tensor<4x32xf32>
+  %y = linalg.matmul ins(%x, %t : tensor<4x64xbf16>, tensor<64x32xbf16>) outs(%f : tensor<4x32xf32>) -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
