@@ -52,6 +52,33 @@ def test_weights_are_stored_narrow_with_identical_outputs(tmp_path, precision):
     assert 1e-6 < error <= TOLERANCE[precision], error  # lowered, and within the precision's error
 
 
+def _gemm_transposed(d_in=128, d_out=96):
+    """y = x W^T + b through ONNX Gemm transB=1 (the weight stored [N, K], read transposed)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array((rng.standard_normal((d_out, d_in)) / 8).astype(np.float32), "w")
+    b = numpy_helper.from_array((rng.standard_normal(d_out) / 8).astype(np.float32), "b")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1, name="fc")], "gemm_t",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", d_in])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", d_out])], [w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_transposed_weight_is_stored_narrow_too(tmp_path):
+    model = save(_gemm_transposed(), tmp_path / "gemm_t.onnx")
+    narrow = _build(tmp_path, model, "narrow", "--precision", "bf16", "--batch-sizes", "4")
+    wide = _build(tmp_path, model, "wide", "--precision", "bf16", "--batch-sizes", "4",
+                  "--disable-pass", "inferx-narrow-parameters")
+    assert "w#cast:bf16" in _weights_bytes(narrow)[1] and "w" not in _weights_bytes(narrow)[1]
+    for rows in (4, 3):  # the static-shape function and the dynamic one read the one bf16 copy
+        x = np.random.default_rng(rows).standard_normal((rows, 128)).astype(np.float32)
+        got = load(narrow).run({"x": x})["y"]
+        assert np.array_equal(got, load(wide).run({"x": x})["y"])
+        assert rel_l2(got, onnxruntime_outputs(model, {"x": x})["y"]) <= TOLERANCE["bf16"]
+
+
 def test_fp32_builds_keep_f32_weights(tmp_path):
     model = save(mlp(d_in=64, hidden=128, d_out=10), tmp_path / "mlp.onnx")
     _, keys = _weights_bytes(_build(tmp_path, model, "fp32"))
