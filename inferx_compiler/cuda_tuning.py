@@ -23,6 +23,9 @@ configuration of a given shape is a measurement. Three steps, which can run on t
     record                per signature, in the tuning database under the target's key: the
                           fastest candidate if it beats the rule's pick by MIN_GAIN, else the
                           rule's pick; with every candidate's time (tuning_db.py).
+    guard     (--tune, where compiler and GPU are one machine) the model built with and
+                          without the new picks, timed end to end; picks that do not make the
+                          call MIN_GAIN_E2E faster go back to the rule's.
 
 `inferx-compile M --target h200 --tune` does all three where a CUDA device is present, then
 builds with the database. Elsewhere: `inferx-compile M --target h200 --tune-prepare DIR` here,
@@ -46,6 +49,8 @@ from .log import BuildLog
 MIN_COPIES, MAX_COPIES = 8, 64  # weight copies per candidate function (see the module doc)
 WARMUP, ROUNDS = 3, 15
 MIN_GAIN = 0.05  # a measured configuration must be this much faster than the rule's pick
+MIN_GAIN_E2E = 0.02  # ... and the model's call with the measured picks this much faster (guard())
+E2E_ROUNDS = 15
 MAX_ERROR = 1e-2  # relative L2 against IREE's own code (both accumulate in f32: ~1e-6 apart)
 INDEX = "index.json"
 INDEX_FORMAT = "inferx-cuda-tuning"
@@ -296,13 +301,79 @@ def measure_into(directory: str, db_path: str, log: BuildLog, device_uri: str = 
 
 
 def tune(model_path: str, options, log: BuildLog, db_path: str, workdir: str) -> dict:
-    """All of it on this machine (it must have the GPU): prepare into `workdir`, measure, record."""
+    """All of it on this machine (it must have the GPU): prepare into `workdir`, measure, record,
+    then the end-to-end guard for this model (guard())."""
     from .targets import get_target
 
     _check_target(get_target(options.target))
     _device("cuda")  # fail before the builds when there is no GPU here
     prepare(model_path, options, log, workdir)
-    return measure_into(workdir, db_path, log)
+    summary = measure_into(workdir, db_path, log)
+    if summary["changed"]:
+        summary["kept"] = guard(model_path, options, log, db_path, workdir, summary["changed"])
+    return summary
+
+
+def guard(model_path: str, options, log: BuildLog, db_path: str, workdir: str, changed: list[str],
+          timer=None) -> bool:
+    """Build the model with and without the database, time both calls on the GPU (interleaved
+    rounds, medians, every static-shape function); unless the database's build is MIN_GAIN_E2E
+    faster, the picks in `changed` go back to the rule's, with the figures in the entry (a
+    product timed alone does not always predict the model: ResNet-50 b8's im2col products,
+    docs/performance-notes.md). Returns whether the picks were kept."""
+    from .onnx_frontend import load_model
+    from .targets import get_target
+
+    timer = timer or end_to_end_ms
+    builds = {name: _build_artifact(model_path, dataclasses.replace(options, tuning_db=db), workdir, name)
+              for name, db in (("rule", None), ("tuned", db_path))}
+    ms = timer(builds)
+    kept = ms["tuned"] <= (1 - MIN_GAIN_E2E) * ms["rule"]
+    db = tuning_db.load(db_path)
+    key = tuning_db.target_key(get_target(options.target))
+    _, model_sha = load_model(model_path)
+    tuning_db.record_model(db, key, model_sha, {"hopper_rule_ms": round(ms["rule"], 4),
+                                                "hopper_tuned_ms": round(ms["tuned"], 4), "hopper_kept": kept})
+    if not kept:
+        for sig in changed:
+            entry = tuning_db.lookup(db, key, sig)
+            entry.update(config=entry["rule"], us=entry["rule_us"],
+                         guard=f"not faster end to end ({ms['tuned']:.3f} vs {ms['rule']:.3f} ms)")
+    tuning_db.save(db, db_path)
+    log.step(f"tune: end to end {ms['rule']:.3f} ms with the rule's tiles, {ms['tuned']:.3f} with the measured "
+             f"ones: {'kept' if kept else 'the rule kept'}")
+    return kept
+
+
+def _build_artifact(model_path: str, options, workdir: str, name: str) -> str:
+    from .driver import compile_onnx_file, write_result
+
+    path = os.path.join(workdir, f"{name}.ixa")
+    write_result(compile_onnx_file(model_path, options, BuildLog(quiet=True)), path)
+    return path
+
+
+def end_to_end_ms(builds: dict[str, str], device: str = "cuda") -> dict[str, float]:
+    """Median ms of a call of every static-shape function, per build, interleaved rounds."""
+    from .runtime.bench_inputs import random_feeds
+    from .runtime.session import load
+
+    sessions = {name: load(path, device=device) for name, path in builds.items()}
+    calls = {}
+    for name, sess in sessions.items():
+        dims = [f["dims"] for f in sess.artifact.manifest.functions] or [{}]
+        feeds = [random_feeds(sess.inputs, next(iter(d.values()), 1), d) for d in dims]
+        calls[name] = (lambda s=sess, fs=feeds: [s.run(f) for f in fs])
+    samples: dict = {name: [] for name in sessions}
+    for _ in range(WARMUP):
+        for call in calls.values():
+            call()
+    for r in range(E2E_ROUNDS):
+        for name in (list(calls) if r % 2 == 0 else list(reversed(calls))):
+            t0 = time.perf_counter()
+            calls[name]()
+            samples[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -126,6 +126,47 @@ def test_a_database_entry_reaches_the_kernel_and_the_manifest(model, prepared, t
     assert built["manifest"]["tuning_db"]["sha256"] == tuning_db_sha(path)
 
 
+@pytest.mark.parametrize("tuned_ms, kept", [(0.90, True), (0.99, False)], ids=["faster", "within-2%"])
+def test_guard_keeps_picks_only_when_the_model_gets_faster(model, prepared, tmp_path, tuned_ms, kept):
+    from inferx_compiler.log import BuildLog
+    from inferx_compiler.options import CompileOptions
+
+    forms = {f["signature"]: f for f in _index(prepared)["forms"]}
+    hidden = forms["inferx-hopper-matmul|64x1024x256|f16|AB"]
+    pick = next(c for c in ("64x32", "64x16") if c != hidden["rule"])
+    db = tuning_db.empty()
+    changed = cuda_tuning.record(db, "h200:sm_90", [_measured(hidden, {hidden["rule"]: 10.0, pick: 5.0})])
+    path = str(tmp_path / "db.json")
+    tuning_db.save(db, path)
+    timed = {}
+
+    def timer(builds):  # stands in for the GPU: checks what it is given, answers the figures
+        for name, artifact in builds.items():
+            timed[name] = _report(artifact)["manifest"].get("tuning_db")
+        return {"rule": 1.0, "tuned": tuned_ms}
+
+    options = CompileOptions(target="h200", precision="fp16", batch_sizes=(64,), measure_buckets=False)
+    assert cuda_tuning.guard(model, options, BuildLog(quiet=True), path, str(tmp_path), changed, timer) is kept
+    assert timed["rule"] is None and timed["tuned"]["entries_used"] >= 1  # the two builds the guard compares
+    entry = tuning_db.load(path)["entries"]["h200:sm_90"][hidden["signature"]]
+    assert entry["config"] == (pick if kept else hidden["rule"])
+    assert ("guard" in entry) is not kept
+    (model_entry,) = tuning_db.load(path)["models"]["h200:sm_90"].values()
+    assert model_entry == {"hopper_rule_ms": 1.0, "hopper_tuned_ms": tuned_ms, "hopper_kept": kept}
+
+
+def test_end_to_end_timing_calls_every_static_function(tmp_path):
+    """The guard's clock, run on CPU builds here (on the GPU host it loads them on "cuda")."""
+    path = save(mlp(d_in=32, hidden=64, d_out=8), tmp_path / "small.onnx")
+    builds = {}
+    for name in ("a", "b"):
+        builds[name] = str(tmp_path / f"{name}.ixa")
+        assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,4", "--no-measure", "-o", builds[name],
+                             "-q"]) == 0
+    ms = cuda_tuning.end_to_end_ms(builds, device="cpu")
+    assert set(ms) == {"a", "b"} and all(0 < v < 1000 for v in ms.values()), ms
+
+
 def tuning_db_sha(path: str) -> str:
     import hashlib
 
