@@ -157,9 +157,9 @@ func.func @c{i}(%a: {a}, {arguments}) -> ({", ".join([out] * copies)}) {{
 
 
 def _rule(form, target) -> str:
-    from .passes.hopper_matmul import _block_k, choose, spell_config
+    from .passes.hopper_matmul import choose, reduction_block, spell_config
 
-    return spell_config(choose(form.m, form.n, form.k, target.cores or 1, _block_k(form.k)))
+    return spell_config(choose(form.m, form.n, form.k, target.cores or 1, reduction_block(form.k)))
 
 
 # ----------------------------------------------------------------------------- measure (GPU host)

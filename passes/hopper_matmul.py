@@ -146,7 +146,7 @@ def tuning_candidates(form: MatmulForm, sms: int) -> list[str]:
     """The configurations `inferx-compile --tune` measures for `form`: IREE's own code, every tile
     that is not more than twice the output in either dimension, and split-K over 64x64 tiles for
     reductions of 1024 and more (slices of at least MIN_SLICE); the rule's pick among them."""
-    block_k = _block_k(form.k)
+    block_k = reduction_block(form.k)
     out = [IREE_CONFIG]
     for name, tile in _TILES.items():
         if (tile[0] == 64 or tile[0] < 2 * form.m) and (tile[1] <= 32 or tile[1] < 2 * form.n):
@@ -166,7 +166,8 @@ def _parsed(text: str, op, where: str) -> Config:
         raise PassFailure(f"{where}: {e}", op) from None
 
 
-def _block_k(k: int) -> int:
+def reduction_block(k: int) -> int:
+    """The kernel's K step: the largest of 64, 32, 16 that divides the reduction."""
     return next(b for b in (64, 32, 16) if k % b == 0)
 
 
@@ -394,7 +395,7 @@ class HopperMatmul(TargetedPass):
         """(the KernelSpec, how it was chosen) or (None, why IREE keeps the matmul)."""
         from inferx_compiler.kernels.triton_matmul import KernelSpec
 
-        block_k = _block_k(form.k)
+        block_k = reduction_block(form.k)
         config, how = self._config(form, sms, block_k, op)
         tile, split = config.tile, config.split
         if tile is None:
