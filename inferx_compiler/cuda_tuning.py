@@ -288,13 +288,32 @@ def record(db: dict, target_key: str, records: list[dict]) -> list[str]:
     return changed
 
 
+def format_table(db: dict, target_key: str, signatures: list[str]) -> str:
+    """A markdown table of the database's entries for `signatures`: the rule's pick and the kept
+    one with their times, IREE's own code, and how many candidates were timed."""
+    lines = ["| matmul | layouts | rule | us | kept | us | IREE us | timed |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for sig in signatures:
+        e = tuning_db.lookup(db, target_key, sig)
+        _, shape, element, layouts = sig.split("|")
+        mark = "**" if e["config"] != e["rule"] else ""
+        iree = f"{e['iree_us']:.1f}" if e.get("iree_us") is not None else "-"
+        rule_us = f"{e['rule_us']:.1f}" if e.get("rule_us") is not None else "-"
+        lines.append(f"| {shape} {element} | {layouts} | {e['rule']} | {rule_us} | {mark}{e['config']}{mark} | "
+                     f"{e['us']:.1f} | {iree} | {len(e.get('measured', {}))} |")
+    return "\n".join(lines)
+
+
 def measure_into(directory: str, db_path: str, log: BuildLog, device_uri: str = "cuda") -> dict:
-    """measure + record into the database file at `db_path` (created if missing)."""
+    """measure + record into the database file at `db_path` (created if missing); prints the
+    table of what was measured."""
     index = _load_index(directory, None)
     records = measure(directory, log, device_uri)
     db = tuning_db.load_or_empty(db_path)
     changed = record(db, index["target_key"], records)
     tuning_db.save(db, db_path)
+    if not log.quiet:
+        print(format_table(db, index["target_key"], [r["signature"] for r in records]))
     log.step(f"tune: {len(records)} form(s) measured, {len(changed)} differ from the rule's pick; "
              f"database {db_path}")
     return {"forms": len(records), "changed": changed}

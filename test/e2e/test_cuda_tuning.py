@@ -99,6 +99,17 @@ def test_record_keeps_the_rule_unless_a_candidate_is_clearly_faster(prepared):
     assert db["entries"]["h200:sm_90"][first["signature"]]["config"] == rule1
 
 
+def test_the_table_marks_picks_that_differ_from_the_rule(prepared):
+    forms = {f["signature"]: f for f in _index(prepared)["forms"]}
+    first, second = (forms[s] for s in sorted(LAYERS))
+    db = tuning_db.empty()
+    cuda_tuning.record(db, "h200:sm_90", [_measured(first, {"iree": 20.0, first["rule"]: 10.0}),
+                                          _measured(second, {"iree": 7.0, second["rule"]: 10.0})])
+    rows = cuda_tuning.format_table(db, "h200:sm_90", sorted(LAYERS)).splitlines()[2:]
+    assert rows[0] == f"| 64x1024x256 f16 | AB | {first['rule']} | 10.0 | {first['rule']} | 10.0 | 20.0 | 2 |"
+    assert rows[1] == f"| 64x640x1024 f16 | AB | {second['rule']} | 10.0 | **iree** | 7.0 | 7.0 | 2 |"
+
+
 def _report(artifact: str) -> dict:
     with zipfile.ZipFile(artifact) as z:
         return {"report": json.loads(z.read("report.json")), "manifest": json.loads(z.read("manifest.json"))}
