@@ -67,7 +67,12 @@ def prepare(model_path: str, options, log: BuildLog, directory: str) -> list[dic
     os.makedirs(directory, exist_ok=True)
     index = _load_index(directory, target)
     known = {f["signature"] for f in index["forms"]}
-    forms = [f for f in model_forms(model_path, options, target) if _signature(f) not in known]
+    found = model_forms(model_path, options, target)
+    if not found:
+        log.warn(f"tune: no matmul of this build takes the {target.name}'s sm_90a kernels (they take static "
+                 f"f16/bf16 matmuls: --precision fp16 or bf16, with --batch-sizes for models with a "
+                 f"dynamic batch); nothing to measure")
+    forms = [f for f in found if _signature(f) not in known]
     log.step(f"tune: {len(forms)} new matmul form(s) for the {target.name}'s kernels "
              f"({len(known)} already prepared in {directory})")
     for i, form in enumerate(forms, 1):
@@ -169,10 +174,14 @@ def measure(directory: str, log: BuildLog, device_uri: str = "cuda") -> list[dic
     "errors" {config: relative L2 against IREE's own code}."""
     import numpy as np
 
-    device = _device(device_uri)
     index = _load_index(directory, None)
     if not index["forms"]:
         raise InferXError(f"{directory}: no prepared matmul forms (run inferx-compile --tune-prepare first)")
+    missing = [f["vmfb"] for f in index["forms"] if not os.path.exists(os.path.join(directory, f["vmfb"]))]
+    if missing:
+        raise InferXError(f"{directory}: {len(missing)} prepared module(s) missing ({missing[0]} first); "
+                          "copy the whole directory, or prepare it again")
+    device = _device(device_uri)
     records = []
     for i, entry in enumerate(index["forms"], 1):
         staged = [_to_device(device, x) for x in _inputs(entry, np)]

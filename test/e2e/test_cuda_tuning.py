@@ -206,6 +206,24 @@ def test_measuring_without_a_gpu_is_a_clear_error(model, prepared, tmp_path, cap
     assert "--tune-prepare DIR" in capfd.readouterr().err and not out.exists()
 
 
+def test_a_prepared_directory_missing_a_module_is_named(prepared, tmp_path, capfd):
+    import shutil
+
+    copy = tmp_path / "partial"
+    shutil.copytree(prepared, copy)
+    gone = _index(prepared)["forms"][0]["vmfb"]
+    os.remove(copy / gone)
+    assert tune_main([str(copy), "--tuning-db", str(tmp_path / "db.json")]) != 0
+    err = capfd.readouterr().err
+    assert f"1 prepared module(s) missing ({gone} first)" in err and "Traceback" not in err
+
+
+def test_an_fp32_build_has_nothing_to_tune(model, tmp_path, capfd):
+    assert compile_main([model, "--target", "h200", "--batch-sizes", "64", "--tune-prepare", str(tmp_path / "d")]) == 0
+    assert "no matmul of this build takes the h200's sm_90a kernels" in capfd.readouterr().err
+    assert _index(str(tmp_path / "d"))["forms"] == []
+
+
 def test_bad_tune_requests(model, tmp_path, capfd):
     assert tune_main([str(tmp_path), "--tuning-db", str(tmp_path / "db.json")]) != 0
     assert "no index.json (prepare it with inferx-compile --tune-prepare" in capfd.readouterr().err
