@@ -44,7 +44,7 @@ import time
 
 from . import tuning_db
 from .errors import InferXError
-from .log import BuildLog
+from .log import BuildLog, progress_bar
 
 MIN_COPIES, MAX_COPIES = 8, 64  # weight copies per candidate function (see the module doc)
 WARMUP, ROUNDS = 3, 15
@@ -162,9 +162,9 @@ func.func @c{i}(%a: {a}, {arguments}) -> ({", ".join([out] * copies)}) {{
 
 
 def _rule(form, target) -> str:
-    from .passes.hopper_matmul import choose, reduction_block, spell_config
+    from .passes.hopper_matmul import rule_config, spell_config
 
-    return spell_config(choose(form.m, form.n, form.k, target.cores or 1, reduction_block(form.k)))
+    return spell_config(rule_config(form, target.cores or 1))
 
 
 # ----------------------------------------------------------------------------- measure (GPU host)
@@ -219,37 +219,26 @@ def _device(uri: str):
 
 
 def _inputs(entry: dict, np) -> list:
+    """The operands, host side: A, then `copies` right operands (f16, or bf16 bits as uint16)."""
+    from .weight_casts import cast
+
     form = entry["form"]
     m, n, k = form["m"], form["n"], form["k"]
-    dtype = {"f16": np.float16, "bf16": None}[form["element_type"]]
     rng = np.random.default_rng(0)
     shapes = [(k, m) if form["a_transposed"] else (m, k), (n, k) if form["b_transposed"] else (k, n)]
-    arrays = [rng.standard_normal(s).astype(np.float32) / 8 for s in shapes]
-    arrays = [_BF16(x) for x in arrays] if dtype is None else [x.astype(dtype) for x in arrays]
+    arrays = [cast(rng.standard_normal(s).astype(np.float32) / 8, form["element_type"]) for s in shapes]
     # the same values in every copy: what matters is that each copy is its own memory
     return arrays[:1] + arrays[1:] * entry["copies"]
 
 
-@dataclasses.dataclass
-class _BF16:
-    """An f32 array to upload as bf16 (its top 16 bits, rounded to nearest even)."""
-
-    values: object
-
-    def device_array(self, device):
-        import iree.runtime as rt
-        import numpy as np
-
-        bits = self.values.view(np.uint32)
-        rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-        return rt.asdevicearray(device, rounded, implicit_host_transfer=True,
-                                element_type=rt.HalElementType.BFLOAT_16)
-
-
 def _to_device(device, x):
+    """uint16 arrays are bf16 bits (weight_casts.cast)."""
     import iree.runtime as rt
+    import numpy as np
 
-    return x.device_array(device) if isinstance(x, _BF16) else rt.asdevicearray(device, x)
+    if x.dtype == np.uint16:
+        return rt.asdevicearray(device, x, implicit_host_transfer=True, element_type=rt.HalElementType.BFLOAT_16)
+    return rt.asdevicearray(device, x)
 
 
 def _load_functions(device, path: str, count: int) -> list:
@@ -443,6 +432,5 @@ def _save_index(directory: str, index: dict) -> None:
     os.replace(path + ".partial", path)
 
 
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = int(width * done / max(total, 1))
-    return "[" + "#" * filled + "." * (width - filled) + f"] {done}/{total}"
+def _bar(done: int, total: int) -> str:
+    return f"{progress_bar(done, total)} {done}/{total}"

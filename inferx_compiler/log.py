@@ -25,3 +25,9 @@ class BuildLog:
         self.lines.append(line)
         if not self.quiet:
             print(line, file=self.stream, flush=True)
+
+
+def progress_bar(done: float, total: int, width: int = 20) -> str:
+    """"[#####...............]": `done` of `total` steps (fractions allowed)."""
+    filled = int(width * done / max(total, 1))
+    return "[" + "#" * filled + "." * (width - filled) + "]"

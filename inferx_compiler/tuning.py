@@ -29,7 +29,7 @@ import tempfile
 
 from . import tuning_db
 from .errors import InferXError, PipelineError
-from .log import BuildLog
+from .log import BuildLog, progress_bar
 
 MIN_GAIN = 0.05  # a candidate must be this much faster than IREE's choice, per dispatch run
 MIN_GAIN_E2E = 0.02  # ... and the tuned build this much faster end to end (also: a tile budget)
@@ -71,7 +71,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
         raise InferXError("--tune: the model builds neither with nor without data tiling")
     data_tiling = min(ms, key=ms.get)
     measured = ", ".join(f"{_on_off(k)} {v:.3f} ms" for k, v in ms.items())
-    log.step(f"tune: {_bar(1, STEPS)} data tiling {_on_off(data_tiling)} ({measured})")
+    log.step(f"tune: {progress_bar(1, STEPS)} data tiling {_on_off(data_tiling)} ({measured})")
     chosen = dataclasses.replace(base, data_tiling=data_tiling)
     best, budget_ms = builds[data_tiling], {}
     if data_tiling:
@@ -87,7 +87,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
             log.warn(f"tune: candidate {k} does not build; skipped")
             continue
         reports[k], times[k] = build.result.dispatches, _dispatch_times(build)
-        log.step(f"tune: {_bar(2 + k / total, STEPS)} candidate {k}/{total - 1} timed")
+        log.step(f"tune: {progress_bar(2 + k / total, STEPS)} candidate {k}/{total - 1} timed")
     chosen_configs = _choose(db, key, times, reports)
 
     guard_db = os.path.join(workdir, "guard.json")
@@ -110,7 +110,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
         model_entry["tile_bytes_ms"] = {str(b): round(v, 4) for b, v in budget_ms.items()}
     tuning_db.record_model(db, key, model_sha, model_entry)
     tuning_db.save(db, db_path)
-    log.step(f"tune: {_bar(STEPS, STEPS)} {ms[data_tiling]:.3f} -> {tuned_ms:.3f} ms per call of the static "
+    log.step(f"tune: {progress_bar(STEPS, STEPS)} {ms[data_tiling]:.3f} -> {tuned_ms:.3f} ms per call of the static "
              f"functions ({threads} thread(s)); database {db_path}")
     return {"data_tiling": data_tiling, "ms": ms, "matmul_tile_bytes": chosen.matmul_tile_bytes,
             "tile_bytes_ms": budget_ms, "tuned_ms": tuned_ms, "configs": len(chosen_configs)}
@@ -135,7 +135,7 @@ def _tune_tile_budget(model_path: str, options, target, own: _Build, own_ms: flo
         if times[budget] <= (1 - MIN_GAIN_E2E) * times[best[0]]:
             best = (budget, build)
     measured = ", ".join(f"{b // 1024} KiB {v:.3f} ms" for b, v in times.items())
-    log.step(f"tune: {_bar(2, STEPS)} matmul tile budget {best[0] // 1024} KiB ({measured})")
+    log.step(f"tune: {progress_bar(2, STEPS)} matmul tile budget {best[0] // 1024} KiB ({measured})")
     return best[0], best[1], times
 
 
@@ -174,11 +174,6 @@ def _dispatch_times(build: _Build) -> dict[str, float]:
 
 def _on_off(flag: bool) -> str:
     return "on" if flag else "off"
-
-
-def _bar(done: float, total: int, width: int = 20) -> str:
-    filled = int(width * done / max(total, 1))
-    return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
 def _choose(db: dict, key: str, measured: dict[int, dict[str, float]], reports: dict[int, list]) -> list[str]:

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
 from typing import ClassVar, Optional
 
@@ -155,8 +156,13 @@ def tuning_candidates(form: MatmulForm, sms: int) -> list[str]:
         if form.k >= 1024 and form.k % split == 0 and (form.k // split) % block_k == 0 \
                 and form.k // split >= MIN_SLICE:
             out.append(f"64x64:{split}")
-    rule = spell_config(choose(form.m, form.n, form.k, sms, block_k))
+    rule = spell_config(rule_config(form, sms))
     return out if rule in out else out + [rule]
+
+
+def rule_config(form: MatmulForm, sms: int) -> Config:
+    """The tile rule's configuration for `form` (choose() at the kernel's K step)."""
+    return choose(form.m, form.n, form.k, sms, reduction_block(form.k))
 
 
 def _parsed(text: str, op, where: str) -> Config:
@@ -396,7 +402,7 @@ class HopperMatmul(TargetedPass):
         from inferx_compiler.kernels.triton_matmul import KernelSpec
 
         block_k = reduction_block(form.k)
-        config, how = self._config(form, sms, block_k, op)
+        config, how = self._config(form, sms, op)
         tile, split = config.tile, config.split
         if tile is None:
             return None, how
@@ -407,10 +413,10 @@ class HopperMatmul(TargetedPass):
                           block_k=block_k, warps=tile[2], stages=tile[3], tma=self.tma and _tma_fits(form))
         return spec, how
 
-    def _config(self, form: MatmulForm, sms: int, block_k: int, op) -> tuple[Config, str]:
+    def _config(self, form: MatmulForm, sms: int, op) -> tuple[Config, str]:
         """The configuration, first found of: the pass options (tile=, split=), the op's
         CONFIG_ATTR (a tuning build's candidate), the tuning database, the rule."""
-        rule = choose(form.m, form.n, form.k, sms, block_k)
+        rule = rule_config(form, sms)
         if self.tile or (self.split and rule.tile is not None):
             tile = _TILES[self.tile] if self.tile else rule.tile
             return (Config(tile, self.split or rule.split or 1, ""),
@@ -421,7 +427,7 @@ class HopperMatmul(TargetedPass):
             text = ir.StringAttr(op.attributes[CONFIG_ATTR]).value
             config = _parsed(text, op, f"{CONFIG_ATTR} on the op")
             return config, f"forced by {CONFIG_ATTR} = \"{text}\"" + ("" if config.tile else ": IREE's own code")
-        entry = self._tuned().get(form_signature(form))
+        entry = self._tuning_entry(form)
         if entry is not None:
             config = _parsed(str(entry.get("config")), op, f"tuning database {self.tuning_db}, "
                                                          f"entry {form_signature(form)}")
@@ -431,18 +437,19 @@ class HopperMatmul(TargetedPass):
             return config, f"tuned: {entry['config']} ({measured})"
         return rule, rule.reason
 
-    def _tuned(self) -> dict:
-        """This target's entries of the tuning database (`tuning-db=`), read once."""
-        cache = self.__dict__.get("_tuned_entries")
-        if cache is None:
-            from inferx_compiler import tuning_db
+    def _tuning_entry(self, form: MatmulForm) -> Optional[dict]:
+        """The tuning database's entry (`tuning-db=`) for `form` on this target, or None."""
+        if not self.tuning_db:
+            return None
+        from inferx_compiler import tuning_db
 
-            cache = {}
-            if self.tuning_db:
-                db = tuning_db.load(self.tuning_db)
-                cache = db.get("entries", {}).get(tuning_db.target_key(self.target_record()), {})
-            object.__setattr__(self, "_tuned_entries", cache)
-        return cache
+        return tuning_db.lookup(self._tuning_db, tuning_db.target_key(self.target_record()), form_signature(form))
+
+    @functools.cached_property
+    def _tuning_db(self) -> dict:
+        from inferx_compiler import tuning_db
+
+        return tuning_db.load(self.tuning_db)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,16 +48,16 @@ class NarrowParameters(ModulePass):
                 if why:
                     remark(self.name, args[0][0], f"'{key}' stays f32: {why}")
                 continue
-            element = str(casts[0].results[0].type.element_type)
+            element = casts[0].results[0].type.element_type
             for func_op, arg in args:
-                self._narrow(func_op, arg, key)
+                self._narrow(func_op, arg, key, element)
             remark(self.name, args[0][0], f"'{key}' stored as {element} ({len(casts)} truncation(s) removed"
                                           f"{f' in {len(args)} functions' if len(args) > 1 else ''})")
         for func_op in functions:
             erase_unused_parameter_arguments(func_op)
 
     @staticmethod
-    def _narrow(func_op, arg, key: str) -> None:
+    def _narrow(func_op, arg, key: str, element) -> None:
         """Every truncation of `arg` (directly, or of its transpose) reads the narrow parameter
         (a transpose is rebuilt on it) instead."""
         from iree.compiler import ir
@@ -65,7 +65,6 @@ class NarrowParameters(ModulePass):
 
         from inferx_compiler.weight_casts import cast_key
 
-        element = _narrow_type(arg)
         with func_op.context, func_op.location:
             narrow = add_parameter_argument(func_op, ir.RankedTensorType.get(arg.type.shape, element),
                                             cast_key(key, str(element)))
@@ -85,15 +84,6 @@ class NarrowParameters(ModulePass):
                 cast.erase()
             if transpose:
                 user.erase()
-
-
-def _narrow_type(arg):
-    """The element type the truncations of `arg` (checked to be one) produce."""
-    for use in arg.uses:
-        user = use.owner
-        cast = user if user.name != "linalg.transpose" else next(u.owner for u in user.results[0].uses)
-        return cast.results[0].type.element_type
-    raise ValueError("an argument without uses")
 
 
 def _parameter_arguments(functions: list) -> dict:

@@ -138,24 +138,6 @@ def _tail(path, n=1500):
         return ""
 
 
-def compiler_source_digest() -> str:
-    """sha256 over inferx's compiler sources (the installed package's folders), first 16 hex."""
-    import hashlib
-
-    root = os.path.join(HERE, "..", "..")
-    digest = hashlib.sha256()
-    for folder in ("inferx_compiler", "passes", "dialects", "runtime"):
-        for dirpath, dirnames, filenames in sorted(os.walk(os.path.join(root, folder))):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    path = os.path.join(dirpath, name)
-                    digest.update(os.path.relpath(path, root).encode())
-                    with open(path, "rb") as f:
-                        digest.update(f.read())
-    return digest.hexdigest()[:16]
-
-
 def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="cpu", iree_flags=None,
                    batches=()):
     """Compile `onnx_path` for `system` into workdir; cached with a JSON sidecar of the stats.
@@ -164,7 +146,9 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
     os.makedirs(workdir, exist_ok=True)
     stem = os.path.join(workdir, system + (f"-b{'-'.join(map(str, batches))}" if batches else ""))
     meta_path = stem + ".json"
-    source = compiler_source_digest() if system.startswith("inferx-") else None
+    from inferx_compiler.build_cache import inferx_source_digest
+
+    source = inferx_source_digest() if system.startswith("inferx-") else None
     if not recompile and os.path.exists(meta_path):
         with open(meta_path) as f:
             meta = json.load(f)
