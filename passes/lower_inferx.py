@@ -11,7 +11,8 @@ as one all-parallel linalg.generic each, reading `scale` and `zero_point` as
 (per-channel), or [..., L/g] after a `tensor.expand_shape` of the last axis into
 [L/g, g] (grouped; the result is collapsed back), the form IREE recognises as a
 dequantization it can fuse into the consuming matmul. Rounding is round-half-to-even
-(`math.roundeven`). Storage stays a signless integer tensor of the storage width:
+(`rounding.round_half_even`: IREE's code for `math.roundeven` is slow on x86). Storage stays a
+signless integer tensor of the storage width:
 i8 for "i8"/"u8" and i4 for "i4"/"u4" (IREE packs i4 two to a byte); unsigned storage
 is widened with `arith.extui`, signed with `arith.extsi`. The precision annotation
 `inferx.precision` is dropped from every op except the integer ones ("i8", "i4"), which
@@ -36,6 +37,7 @@ from inferx_compiler.dialects.inferx import (
 from .base import ModulePass, PassFailure
 from .linalg_analysis import collect
 from .linalg_util import empty_like, parallel_generic
+from .rounding import round_half_even
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def _quantize_body(s: QuantScheme, x, scale, zp, storage_type):
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
     if not isinstance(x.type, ir.F32Type):
         x = arith.extf(f32, x)
-    q = math.roundeven(arith.divf(x, scale))
+    q = round_half_even(arith.divf(x, scale), ir, arith, math)
     if zp is not None:
         q = arith.addf(q, arith.sitofp(f32, zp))
     q = arith.maximumf(q, arith.constant(f32, float(s.qmin)))

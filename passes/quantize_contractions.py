@@ -61,6 +61,7 @@ from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter
 from .iree_ir import defining_op, generic, plain_matmul
 from .linalg_analysis import collect
 from .remarks import remark
+from .rounding import round_half_even
 
 INTEGER_PRECISIONS = ("i8", "i4")
 ACTIVATION_LEVELS = 255  # int8 activations: 256 levels per row, asymmetric
@@ -165,7 +166,8 @@ def row_ranges(x):
     step = generic([high, low], tensor.EmptyOp(rows, f32).result, _maps(1, (0,), (0,), (0,)), ["parallel"],
                    step_body)
     zero_point = generic([low, step], tensor.EmptyOp(rows, f32).result, _maps(1, (0,), (0,), (0,)), ["parallel"],
-                         lambda b: arith.subf(math.roundeven(arith.divf(arith.negf(b.arguments[0]), b.arguments[1])),
+                         lambda b: arith.subf(round_half_even(arith.divf(arith.negf(b.arguments[0]), b.arguments[1]),
+                                                              ir, arith, math),
                                               arith.constant(f32, 128.0)))
     return step, zero_point
 
@@ -179,7 +181,7 @@ def quantize_rows(x, step, zero_point):
     init = tensor.EmptyOp([_dim(x, 0), x.type.shape[1]], i8).result
 
     def body(b):
-        q = arith.addf(math.roundeven(arith.divf(b.arguments[0], b.arguments[1])), b.arguments[2])
+        q = arith.addf(round_half_even(arith.divf(b.arguments[0], b.arguments[1]), ir, arith, math), b.arguments[2])
         q = arith.minimumf(arith.maximumf(q, arith.constant(f32, -128.0)), arith.constant(f32, 127.0))
         return arith.trunci(i8, arith.fptosi(i32, q))
 

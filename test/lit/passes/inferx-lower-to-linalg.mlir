@@ -15,7 +15,15 @@
 // CHECK-SAME:      ins(%[[X]], %[[SCALE]], %[[ZP]] : tensor<4x64xf32>, tensor<f32>, tensor<i32>) outs(%[[INIT]] : tensor<4x64xi8>)
 // CHECK:         ^bb0(%[[IN:.+]]: f32, %[[S:.+]]: f32, %[[Z:.+]]: i32, %{{.+}}: i8):
 // CHECK:           %[[DIV:.+]] = arith.divf %[[IN]], %[[S]] : f32
-// CHECK:           %[[RND:.+]] = math.roundeven %[[DIV]] : f32
+// round half to even without math.roundeven (passes/rounding.py): (v + copysign(2^23, v)) - that,
+// where |v| < 2^23
+// CHECK:           %[[BIG:.+]] = arith.constant 0x4B000000 : f32
+// CHECK:           %[[MAGIC:.+]] = math.copysign %[[BIG]], %[[DIV]] : f32
+// CHECK:           %[[UP:.+]] = arith.addf %[[DIV]], %[[MAGIC]] : f32
+// CHECK:           %[[DOWN:.+]] = arith.subf %[[UP]], %[[MAGIC]] : f32
+// CHECK:           %[[ABS:.+]] = math.absf %[[DIV]] : f32
+// CHECK:           %[[SMALL:.+]] = arith.cmpf olt, %[[ABS]], %[[BIG]] : f32
+// CHECK:           %[[RND:.+]] = arith.select %[[SMALL]], %[[DOWN]], %[[DIV]] : f32
 // CHECK:           %[[ZF:.+]] = arith.sitofp %[[Z]] : i32 to f32
 // CHECK:           %[[SHIFT:.+]] = arith.addf %[[RND]], %[[ZF]] : f32
 // CHECK:           %[[LO:.+]] = arith.constant -1.280000e+02 : f32

@@ -17,9 +17,12 @@
 // CHECK:           arith.subf
 // CHECK:         %[[ZP:.+]] = linalg.generic {{.*}} ins(%[[LO]], %[[STEP]] : tensor<?xf32>, tensor<?xf32>)
 // CHECK:           arith.negf
-// CHECK:           math.roundeven
+// CHECK:           math.copysign
+// CHECK:           arith.select
 // CHECK:         %[[XQ:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[STEP]], %[[ZP]] : tensor<?x64xf32>, tensor<?xf32>, tensor<?xf32>) outs({{.*}} : tensor<?x64xi8>)
-// CHECK:           math.roundeven
+// CHECK-NOT:       math.roundeven
+// CHECK:           math.copysign
+// CHECK:           arith.select
 // CHECK:           arith.trunci {{.*}} : i32 to i8
 // CHECK:         %[[COLSUM:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[WQ]] : tensor<64x32xi8>) outs({{.*}} : tensor<32xi32>)
 // CHECK:         %[[ACC:.+]] = linalg.matmul ins(%[[XQ]], %[[WQ]] : tensor<?x64xi8>, tensor<64x32xi8>) outs({{.*}} : tensor<?x32xi32>)
