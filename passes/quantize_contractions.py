@@ -56,6 +56,7 @@ from typing import ClassVar, Optional
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR, PRECISION_ATTR
 from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
 
+from . import cpu_extern
 from .base import PassFailure, TargetedPass
 from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
 from .iree_ir import defining_op, generic, plain_matmul
@@ -65,6 +66,7 @@ from .rounding import round_half_even
 
 INTEGER_PRECISIONS = ("i8", "i4")
 ACTIVATION_LEVELS = 255  # int8 activations: 256 levels per row, asymmetric
+U8_OFFSET = 128.0  # the VNNI kernel reads activations as u8: the int8 code plus 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,17 +174,21 @@ def row_ranges(x):
     return step, zero_point
 
 
-def quantize_rows(x, step, zero_point):
-    """xq[m, k] = clamp(roundeven(x / step[m]) + zp[m], -128, 127) as i8."""
+def quantize_rows(x, step, zero_point, unsigned: bool = False):
+    """xq[m, k] = clamp(roundeven(x / step[m]) + zp[m], -128, 127) as i8; `unsigned`: the same
+    plus 128, clamp(..., 0, 255), as the u8 bits in an i8 tensor (the VNNI kernel's operand)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, math, tensor
 
     f32, i8, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(8), ir.IntegerType.get_signless(32)
     init = tensor.EmptyOp([_dim(x, 0), x.type.shape[1]], i8).result
+    low, high = (0.0, 255.0) if unsigned else (-128.0, 127.0)
 
     def body(b):
         q = arith.addf(round_half_even(arith.divf(b.arguments[0], b.arguments[1]), ir, arith, math), b.arguments[2])
-        q = arith.minimumf(arith.maximumf(q, arith.constant(f32, -128.0)), arith.constant(f32, 127.0))
+        if unsigned:
+            q = arith.addf(q, arith.constant(f32, U8_OFFSET))
+        q = arith.minimumf(arith.maximumf(q, arith.constant(f32, low)), arith.constant(f32, high))
         return arith.trunci(i8, arith.fptosi(i32, q))
 
     return generic([x, step, zero_point], init, _maps(2, (0, 1), (0,), (0,), (0, 1)), ["parallel"] * 2, body)
@@ -194,16 +200,58 @@ def _widen_add(b, i32):
     return arith.addi(b.arguments[1], arith.extsi(i32, b.arguments[0]))
 
 
-def int8_product(xq, wq):
-    """(acc[m, n] = sum_k xq[m, k] * wq[k, n], colsum[n] = sum_k wq[k, n]), both i32. The column
-    sums depend on the weight alone: IREE computes them once, at load."""
+def column_sums(wq):
+    """colsum[n] = sum_k wq[k, n] (i32). Depends on the weight alone: IREE computes it once, at load."""
     from iree.compiler import ir
 
     i32 = ir.IntegerType.get_signless(32)
-    init = _filled([_dim(xq, 0), wq.type.shape[1]], i32, 0)
-    colsum = generic([wq], _filled([wq.type.shape[1]], i32, 0), _maps(2, (0, 1), (1,)),
-                     ["reduction", "parallel"], lambda b: _widen_add(b, i32))
-    return plain_matmul(xq, wq, init), colsum
+    return generic([wq], _filled([wq.type.shape[1]], i32, 0), _maps(2, (0, 1), (1,)),
+                   ["reduction", "parallel"], lambda b: _widen_add(b, i32))
+
+
+def int8_product(xq, wq):
+    """acc[m, n] = sum_k xq[m, k] * wq[k, n] (s8 x s8 -> s32: IREE's microkernel)."""
+    from iree.compiler import ir
+
+    i32 = ir.IntegerType.get_signless(32)
+    return plain_matmul(xq, wq, _filled([_dim(xq, 0), wq.type.shape[1]], i32, 0))
+
+
+def vnni_packed(wq):
+    """The [K, N] int8 weight in the VNNI kernel's layout, [N/16][K/4][16][4] flattened
+    (kernels/u8s8_gemm.c). Depends on the weight alone: IREE computes it once, at load."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    i8 = ir.IntegerType.get_signless(8)
+    k, n = wq.type.shape
+    grouped = tensor.ExpandShapeOp(ir.RankedTensorType.get([k // 4, 4, n // 16, 16], i8), wq,
+                                   [[0, 1], [2, 3]], [], [k // 4, 4, n // 16, 16]).result
+    dest = tensor.EmptyOp([n // 16, k // 4, 16, 4], i8).result
+    packed = linalg.transpose(grouped, outs=[dest], permutation=[2, 0, 3, 1])
+    packed = packed if isinstance(packed, ir.Value) else packed.results[0]
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], i8), packed, [[0, 1, 2, 3]]).result
+
+
+def vnni_product(module, xq_u8, wq, kernel_object: str):
+    """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
+    shape = cpu_extern.U8S8Shape(xq_u8.type.shape[0], wq.type.shape[1], wq.type.shape[0])
+    cpu_extern.declare_u8s8(module, shape, kernel_object)
+    return cpu_extern.dispatch_u8s8(shape, xq_u8, vnni_packed(wq))
+
+
+def vnni_kernel_declined(target, x, weight_shape) -> Optional[str]:
+    """Why the VNNI kernel cannot take this product (None: it can)."""
+    k, n = weight_shape
+    if "avx512_vnni" not in target.features:
+        return f"target '{target.name}' has no AVX-512 VNNI"
+    if not x.type.has_static_shape:
+        return "dynamic rows"
+    if k % 4 or n % 32:
+        return f"K={k} is not a multiple of 4 or N={n} of 32"
+    if k * 255 * 128 >= 2**31:
+        return f"K={k}: its s32 sums could overflow"
+    return None
 
 
 def int4_as_int8(wq4, s4):
@@ -233,15 +281,18 @@ def int4_as_int8(wq4, s4):
     return w8, s8
 
 
-def rescale(acc, colsum, step, zero_point, scale, y0):
-    """y = y0 + step[m] * s[n] * (acc - zp[m] * colsum[n])."""
+def rescale(acc, colsum, step, zero_point, scale, y0, u8_offset: bool = False):
+    """y = y0 + step[m] * s[n] * (acc - zp[m] * colsum[n]); `u8_offset`: acc summed the
+    activations + 128 (the VNNI kernel's u8), taken back exactly in s32 first."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith
 
-    f32 = ir.F32Type.get()
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
 
     def body(b):
         acc_v, col, st, zp, ws, out = b.arguments
+        if u8_offset:
+            acc_v = arith.subi(acc_v, arith.muli(col, arith.constant(i32, int(U8_OFFSET))))
         corrected = arith.subf(arith.sitofp(f32, acc_v), arith.mulf(zp, arith.sitofp(f32, col)))
         return arith.addf(out, arith.mulf(corrected, arith.mulf(st, ws)))
 
@@ -322,7 +373,8 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
             ir.RankedTensorType.get([groups, n], scale))
 
 
-def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
+def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel_object: Optional[str] = None) -> None:
+    """`kernel_object`: the VNNI kernel's object file (CPU; None: IREE's s8 x s8 code)."""
     x, y0 = matmul.operands[0], matmul.operands[2]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
@@ -339,9 +391,15 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme) -> None:
             if scheme.kind == "int4":
                 wq, scale = int4_as_int8(wq, scale)
             step, zero_point = row_ranges(x)
-            xq = quantize_rows(x, step, zero_point)
-            acc, colsum = int8_product(xq, wq)
-            y = rescale(acc, colsum, step, zero_point, scale, y0)
+            colsum = column_sums(wq)
+            if kernel_object is not None:
+                module = func_op.parent  # the builtin.module
+                xq = quantize_rows(x, step, zero_point, unsigned=True)
+                acc = vnni_product(module, xq, wq, kernel_object)
+            else:
+                xq = quantize_rows(x, step, zero_point)
+                acc = int8_product(xq, wq)
+            y = rescale(acc, colsum, step, zero_point, scale, y0, u8_offset=kernel_object is not None)
     old_rhs = matmul.operands[1]
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
@@ -359,6 +417,7 @@ class QuantizeContractions(TargetedPass):
     summary: ClassVar[str] = "int8/int4 matmuls: integer weights, dynamic int8 activations, s32 sums"
 
     group_size: int = 128
+    vnni_kernel: bool = True  # CPU targets with AVX-512 VNNI: our u8 x s8 kernel for static products
 
     def __post_init__(self):
         super().__post_init__()
@@ -400,9 +459,28 @@ class QuantizeContractions(TargetedPass):
         k_inner = gpu and not rows_are_tokens(op.operands[0])
         scheme = (WeightScheme("int8", 0, weight.transposed, gpu, k_inner) if precision == "i8"
                   else WeightScheme("int4", self.group_size, weight.transposed, gpu, k_inner))
-        how = ("f16 activations, weights dequantized in the matmul, f32 sums" if gpu
-               else "int8 activations, s32 sums")
+        kernel_object, why_not = None, None
+        if not gpu and self.vnni_kernel:
+            kernel_object, why_not = self._vnni_kernel(op.operands[0], (k, op.operands[2].type.shape[1]))
+        if gpu:
+            how = "f16 activations, weights dequantized in the matmul, f32 sums"
+        elif kernel_object is not None:
+            how = "u8 activations, s32 sums by the VNNI kernel (u8 x s8)"
+        else:
+            how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
         remark(self.name, op, f"{label}: {k}x{op.operands[2].type.shape[1]} weight '{weight.key}' "
                               f"stored as {scheme.tag}, {how}")
         with op.context:
-            rewrite(op, weight, scheme)
+            rewrite(op, weight, scheme, kernel_object)
+
+    def _vnni_kernel(self, x, k_n: tuple[int, int]) -> tuple[Optional[str], Optional[str]]:
+        """(the kernel's object file, None), or (None, why not) for x [M, K] times a [K, N] weight."""
+        from inferx_compiler.kernels import cpu_objects
+
+        declined = vnni_kernel_declined(self.target_record(), x, k_n)
+        if declined is not None:
+            return None, declined
+        try:
+            return cpu_objects.build("u8s8_gemm.c").path, None
+        except cpu_objects.KernelBuildError as e:
+            return None, str(e)

@@ -1,0 +1,97 @@
+"""Our C kernels for CPU targets, compiled into object files that IREE links into a dispatch's
+embedded ELF (the llvm-cpu counterpart of the Triton-built PTX for Hopper).
+
+IREE 3.13 links `#hal.executable.object<{path = "k.o"}>` objects into the executable library of
+the `stream.executable` that carries them (samples/custom_dispatch/cpu/embedded). Only by path:
+an object given as inline `data` is written to an empty temporary file (checked in 3.13's
+LLVMCPUTarget.cpp: the temporary is created, the data never written), so the object must exist
+on disk while IREE builds; it is kept in a cache directory keyed by the source, the compiler and
+its flags. The source is built freestanding (no libc, no stack protector, position independent),
+since nothing else is linked into IREE's ELF.
+
+The compiler is `$CC`, else the first of cc, gcc, clang on PATH, and must target x86-64 (a build
+machine of another architecture, or without a C compiler, leaves the work to IREE's code: the
+pass that wanted the kernel says so in a remark).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from typing import Optional
+
+from inferx_compiler.errors import InferXError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack-protector", "-fPIC", "-fno-plt",
+                "-fno-asynchronous-unwind-tables", "-fvisibility=hidden", "-fno-exceptions")
+# ISA flags per kernel source
+SOURCES = {"u8s8_gemm.c": ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")}
+
+
+class KernelBuildError(InferXError):
+    """A kernel source could not be compiled for the build's target."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelObject:
+    path: str  # the object file (in the cache)
+    sha256: str  # of the object file
+    compiler: str  # the compiler's first version line
+
+
+def cache_dir() -> str:
+    root = os.environ.get("INFERX_KERNEL_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "inferx", "kernels")
+    os.makedirs(root, exist_ok=True)
+    return root
+
+
+def c_compiler() -> tuple[Optional[list[str]], str]:
+    """(the C compiler's command, its version line), or (None, why there is none usable)."""
+    if os.environ.get("CC"):
+        command = shlex.split(os.environ["CC"])
+        if shutil.which(command[0]) is None:
+            return None, f"CC={os.environ['CC']!r} is not an executable on PATH"
+    else:
+        found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+        if found is None:
+            return None, "no C compiler (cc, gcc or clang) on PATH; set CC"
+        command = [found]
+    try:
+        machine = subprocess.run(command + ["-dumpmachine"], capture_output=True, text=True, timeout=60).stdout
+        version = subprocess.run(command + ["--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"the C compiler {command[0]} does not run ({e})"
+    if not machine.startswith("x86_64"):
+        return None, f"the C compiler {command[0]} targets {machine.strip() or 'an unknown machine'}, not x86-64"
+    return command, (version.splitlines() or [command[0]])[0]
+
+
+def build(source: str) -> KernelObject:
+    """The object file of `source` (a file name in SOURCES), compiled once and cached."""
+    command, version = c_compiler()
+    if command is None:
+        raise KernelBuildError(version)
+    path = os.path.join(HERE, source)
+    with open(path, "rb") as f:
+        text = f.read()
+    flags = list(FREESTANDING) + list(SOURCES[source])
+    key = hashlib.sha256(b"\0".join([text, version.encode(), " ".join(command + flags).encode()])).hexdigest()[:24]
+    out = os.path.join(cache_dir(), f"{os.path.splitext(source)[0]}-{key}.o")
+    if not os.path.isfile(out):
+        fd, tmp = tempfile.mkstemp(suffix=".o", dir=os.path.dirname(out))
+        os.close(fd)
+        proc = subprocess.run(command + flags + ["-c", path, "-o", tmp], capture_output=True, text=True)
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            raise KernelBuildError(f"{command[0]} failed on {source}: {proc.stderr.strip()[-2000:]}")
+        os.replace(tmp, out)  # atomic: concurrent builds see the whole object or none
+    with open(out, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return KernelObject(out, digest, version)
