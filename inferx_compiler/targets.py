@@ -226,6 +226,11 @@ _STATIC_TARGETS = (
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
            features=("avx2", "fma", "avx512f"), cores=4, l1_bytes=32 * 1024, l2_bytes=1024 * 1024,
            conv_microkernel=True),
+    Target("x86-avx512-vnni", "x86-64 with AVX-512 and VNNI (Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4 "
+           "and newer)", "llvm-cpu", "cascadelake", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
+           runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
+           features=("avx2", "fma", "avx512f", "avx512_vnni"), cores=4, l1_bytes=32 * 1024,
+           l2_bytes=1024 * 1024, conv_microkernel=True),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
            runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0, features=("neon",),

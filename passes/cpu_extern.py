@@ -110,6 +110,7 @@ def declare_u8s8(module, shape: U8S8Shape, object_path: str) -> None:
         ctx.dialects[name]
     scratch = ir.Module.parse(_u8s8_executable(shape, object_path), ctx)
     executable = scratch.body.operations[0]
+    _annotate_export(executable, shape)
     first = body.operations[0] if len(body.operations) else None
     if first is not None:
         executable.move_before(first)
@@ -136,3 +137,31 @@ def _symbol(op) -> str:
     from iree.compiler import ir
 
     return ir.StringAttr(attr).value if attr is not None else ""
+
+
+def _annotate_export(executable, shape: U8S8Shape) -> None:
+    """The build report's rows for the kernel's dispatch (inferx-dispatch-report copies them from
+    the entry function: the executable has no linalg op to read)."""
+    from iree.compiler import ir
+
+    from .dispatch_config import CONFIG_ATTR
+    from .dispatch_report import REPORT_ATTR
+
+    i64 = ir.IntegerType.get_signless(64)
+    mt, nt = shape.tile()
+    report = ir.DictAttr.get({
+        "root": ir.StringAttr.get("inferx_u8s8 (C, AVX-512 VNNI)"), "kind": ir.StringAttr.get("contraction"),
+        "element_type": ir.StringAttr.get("i8"), "loops": ir.DenseI64ArrayAttr.get([shape.m, shape.n, shape.k]),
+        "flops": ir.IntegerAttr.get(i64, 2 * shape.m * shape.n * shape.k),
+        "linalg_ops": ir.IntegerAttr.get(i64, 0), "fused": ir.ArrayAttr.get([])})
+    config = ir.DictAttr.get({
+        "source": ir.StringAttr.get("rule (inferx-quantize-contractions)"),
+        "signature": ir.StringAttr.get(f"u8s8 matmul {shape.m}x{shape.n}x{shape.k}"),
+        "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, 8x32 register tile, vpdpbusd"),
+        "candidates": ir.IntegerAttr.get(i64, 0)})
+    # on the entry function: IREE 3.13 drops a stream.executable.export's attributes when it
+    # makes the hal.executable, and keeps a function's
+    inner = [op for op in executable.regions[0].blocks[0].operations if op.name == "builtin.module"][0]
+    entry = [op for op in inner.regions[0].blocks[0].operations if _symbol(op) == shape.symbol][0]
+    entry.attributes[REPORT_ATTR] = report
+    entry.attributes[CONFIG_ATTR] = config

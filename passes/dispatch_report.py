@@ -57,14 +57,15 @@ class DispatchReport(ModulePass):
 
 
 def _copy_external_rows(executable) -> None:
-    """An external kernel's executable has no linalg op to read: its export carries the rows
-    the pass that made it wrote (inferx-hopper-matmul: REPORT_ATTR and the config's)."""
+    """An external kernel's executable has no linalg op to read: its export (a Hopper kernel's,
+    inferx-hopper-matmul) or its entry function (a CPU kernel's, cpu_extern.py) carries the rows
+    the pass that made it wrote (REPORT_ATTR and the config's)."""
     from iree.compiler import ir
 
     from .dispatch_config import CONFIG_ATTR
 
     def visit(op):
-        if op.name == "hal.executable.export":
+        if op.name in ("hal.executable.export", "func.func") and REPORT_ATTR in op.attributes:
             for name in (REPORT_ATTR, CONFIG_ATTR):
                 if name in op.attributes:
                     executable.attributes[name] = op.attributes[name]

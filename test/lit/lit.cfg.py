@@ -28,3 +28,8 @@ import importlib.util  # noqa: E402
 
 if importlib.util.find_spec("triton") is not None:
     config.available_features.add("triton")
+
+# The int8 VNNI kernel (inferx_compiler/kernels/u8s8_gemm.c) is compiled by the system's C
+# compiler; without one the pass declines it (tested too), and the positive tests are UNSUPPORTED.
+if any(shutil.which(cc) for cc in ("cc", "gcc", "clang")):
+    config.available_features.add("c-compiler")

@@ -1,5 +1,5 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{group-size=32})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512 group-size=32})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512 group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // int8: the f32 weight argument is replaced by an int8 weight and one scale per output column
 // (derived parameter keys); each activation row gets its range (max and min, 0 included), a step
@@ -19,12 +19,13 @@
 // CHECK:           arith.negf
 // CHECK:           math.copysign
 // CHECK:           arith.select
+// CHECK:         %[[COLSUM:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[WQ]] : tensor<64x32xi8>) outs({{.*}} : tensor<32xi32>)
 // CHECK:         %[[XQ:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[STEP]], %[[ZP]] : tensor<?x64xf32>, tensor<?xf32>, tensor<?xf32>) outs({{.*}} : tensor<?x64xi8>)
 // CHECK-NOT:       math.roundeven
 // CHECK:           math.copysign
 // CHECK:           arith.select
+// CHECK:           arith.constant -1.280000e+02 : f32
 // CHECK:           arith.trunci {{.*}} : i32 to i8
-// CHECK:         %[[COLSUM:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%[[WQ]] : tensor<64x32xi8>) outs({{.*}} : tensor<32xi32>)
 // CHECK:         %[[ACC:.+]] = linalg.matmul ins(%[[XQ]], %[[WQ]] : tensor<?x64xi8>, tensor<64x32xi8>) outs({{.*}} : tensor<?x32xi32>)
 // CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[ACC]], %[[COLSUM]], %[[STEP]], %[[ZP]], %[[S]] : tensor<?x32xi32>, tensor<32xi32>, tensor<?xf32>, tensor<?xf32>, tensor<32xf32>)
 // CHECK:           arith.sitofp

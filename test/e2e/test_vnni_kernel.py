@@ -1,0 +1,104 @@
+"""int8/int4 products through our AVX-512 VNNI kernel (inferx_compiler/kernels/u8s8_gemm.c) on
+this CPU: the same numbers, bit for bit, as IREE's s8 x s8 code (the kernel sums u8 = s8 + 128
+and the rescale takes 128 x the column sums back in s32), on shapes that reach every edge of the
+kernel: rows not a multiple of its 8-row tile, 32- and 64-column workgroup tiles, int4 weights
+requantized to int8, several products of one shape sharing its executable. The reference build
+runs with CC pointing nowhere, which leaves the products to IREE (the pass's fallback)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import zipfile
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import inferx_compiler
+from e2e_models import _model, _w, random_inputs, transformer_block
+from helpers import onnxruntime_outputs, rel_l2, save
+from inferx_compiler.cli.common import python_entry
+from inferx_compiler.kernels import cpu_objects
+from inferx_compiler.targets import get_target
+
+pytestmark = [
+    pytest.mark.skipif("avx512_vnni" not in get_target("cpu").features, reason="this CPU has no AVX-512 VNNI"),
+    pytest.mark.skipif(cpu_objects.c_compiler()[0] is None, reason="no C compiler for the kernel"),
+]
+
+
+def two_projections(seed=11, d_in=64, d_mid=96, d_out=128, seq=13):
+    """x [B, 13, 64] -> MatMul 64x96 (a 32-column workgroup tile) -> Relu -> MatMul 96x128 (64)."""
+    rng = np.random.default_rng(seed)
+    inits = {"w0": _w(rng, d_in, d_mid), "w1": _w(rng, d_mid, d_out)}
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="proj0"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w1"], ["y"], name="proj1")]
+    return _model(nodes, "two_projections", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", seq, d_in])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d_out])], inits)
+
+
+def _build(path, out, precision, batches, env=None):
+    proc = subprocess.run(python_entry("inferx_compiler.cli.compile")
+                          + [str(path), "--target", "cpu", "--precision", precision, "--group-size", "32",
+                             "--batch-sizes", batches, "-o", str(out), "-q"],
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(zipfile.ZipFile(out).read("report.json"))
+
+
+def _kernel_dispatches(report) -> list[str]:
+    return [d["dispatch"] for d in report["dispatches"] if d["dispatch"].startswith("inferx_u8s8_")]
+
+
+@pytest.mark.parametrize("model_name, precision", [("two_projections", "int8"), ("two_projections", "int4"),
+                                                    ("transformer_block", "int8")])
+def test_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, precision):
+    model = two_projections() if model_name == "two_projections" else transformer_block(d=64, heads=4, seq=13,
+                                                                                           ffn=128)
+    path = save(model, tmp_path / "m.onnx")
+    kernel, iree = tmp_path / "kernel.ixa", tmp_path / "iree.ixa"
+    report = _build(path, kernel, precision, "1,3")
+    reference = _build(path, iree, precision, "1,3", env={"CC": "/nonexistent/cc"})
+    used = _kernel_dispatches(report)
+    assert used and not _kernel_dispatches(reference)
+    assert len(used) == len(set(used))  # one executable per shape
+    shapes = [tuple(int(v) for v in d.rsplit("_", 1)[1].split("x")) for d in used]  # (M, N, K)
+    assert {m for m, _, _ in shapes} == {13, 39}  # the static functions' rows: not multiples of 8
+    if model_name == "two_projections":
+        assert {n for _, n, _ in shapes} == {96, 128}  # 32- and 64-column workgroup tiles
+    for d in report["dispatches"]:
+        if d["dispatch"] in used:
+            assert d["root"].startswith("inferx_u8s8") and d["flops"] == 2 * np.prod(d["loops"])
+    decisions = [d["decision"] for d in report["decisions"] if d["pass"] == "inferx-quantize-contractions"]
+    assert any("by the VNNI kernel" in d for d in decisions)
+    assert any("not the VNNI kernel: dynamic rows" in d for d in decisions)  # the dynamic function
+    a, b = inferx_compiler.load(str(kernel)), inferx_compiler.load(str(iree))
+    for batch in (1, 3, 2):  # 2: the dynamic function, IREE's code in both builds
+        feeds = random_inputs(onnx.load(path), batch, seed=batch)
+        got, want = a.run(feeds), b.run(feeds)
+        for name in want:
+            assert np.array_equal(got[name], want[name]), (batch, name)
+        ref = onnxruntime_outputs(str(path), feeds)
+        name = next(iter(ref))
+        assert 1e-4 < rel_l2(got[name], ref[name]) < (0.05 if precision == "int8" else 0.3)  # quantized, not broken
+
+
+def test_kernel_object_is_cached_and_freestanding():
+    first = cpu_objects.build("u8s8_gemm.c")
+    again = cpu_objects.build("u8s8_gemm.c")
+    assert first == again and os.path.isfile(first.path)
+    symbols = subprocess.run(["nm", "-u", first.path], capture_output=True, text=True)
+    if symbols.returncode == 0:  # binutils present: nothing left for IREE's linker to resolve
+        assert symbols.stdout.strip() == ""
+
+
+def test_no_c_compiler_is_named(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    command, why = cpu_objects.c_compiler()
+    assert command is None and "/nonexistent/cc" in why
+    with pytest.raises(cpu_objects.KernelBuildError, match="/nonexistent/cc"):
+        cpu_objects.build("u8s8_gemm.c")

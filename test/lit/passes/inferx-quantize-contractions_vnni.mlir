@@ -1,0 +1,77 @@
+// REQUIRES: c-compiler
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni vnni-kernel=false})' | filecheck %s --check-prefix=OFF
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
+
+// On a target with AVX-512 VNNI, a static int8 product runs on our u8 x s8 kernel: the
+// activations are quantized as before plus 128 (u8 in [0, 255]), the int8 weight is packed for
+// the kernel ([N/16][K/4][16][4], flattened: IREE computes it at load), the kernel's executable
+// (its object file linked by path) is dispatched with flow.dispatch, and the rescale takes the
+// 128 x column sums back in s32 before the usual correction. Two products of one shape share
+// one executable.
+// REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'a.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
+// REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'b.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
+// NOCC: remark: inferx-quantize-contractions: int8: 64x32 weight 'a.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: CC='/nonexistent/cc' is not an executable on PATH)
+// CHECK:       #[[X86:.+]] = #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">
+// CHECK:       stream.executable private @inferx_u8s8_8x32x64 attributes {hal.executable.objects = #hal.executable.objects<{#[[X86]] = [#hal.executable.object<{path = "{{.*}}/u8s8_gemm-{{[0-9a-f]+}}.o"}>]}>}
+// CHECK:         stream.executable.export public @inferx_u8s8_8x32x64 workgroups()
+// CHECK:           stream.return
+// CHECK:         func.func private @inferx_u8s8_tile(memref<i8>, index, memref<i8>, index, memref<i32>, index, i64, i64, i64, i64, i64, i64, i64) attributes {hal.import.static, llvm.bareptr = true}
+// CHECK:         func.func @inferx_u8s8_8x32x64(
+// CHECK:           call @inferx_u8s8_tile(
+// CHECK-NOT:   stream.executable
+// CHECK-LABEL: func.func @two_products(
+// CHECK-SAME:    %[[X:.+]]: tensor<8x64xf32>, %{{.+}}: tensor<64x32xi8> {inferx.parameter = "a.w#q:int8"}, %{{.+}}: tensor<32xf32> {inferx.parameter = "a.w#q:int8:scale"}
+// CHECK:         %[[XQ:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<8x64xi8>)
+// CHECK:           arith.constant 1.280000e+02 : f32
+// CHECK:           arith.constant 0.000000e+00 : f32
+// CHECK:           arith.constant 2.550000e+02 : f32
+// CHECK:           arith.trunci {{.*}} : i32 to i8
+// CHECK:         %[[G:.+]] = tensor.expand_shape %{{.+}} {{\[}}[0, 1], [2, 3]] output_shape [16, 4, 2, 16] : tensor<64x32xi8> into tensor<16x4x2x16xi8>
+// CHECK:         %[[P:.+]] = linalg.transpose ins(%[[G]] : tensor<16x4x2x16xi8>) outs(%{{.+}} : tensor<2x16x16x4xi8>) permutation = [2, 0, 3, 1]
+// CHECK:         %[[FLAT:.+]] = tensor.collapse_shape %[[P]] {{\[}}[0, 1, 2, 3]] : tensor<2x16x16x4xi8> into tensor<2048xi8>
+// CHECK:         %[[ACC:.+]] = flow.dispatch @inferx_u8s8_8x32x64::@inferx_u8s8_8x32x64(%[[XQ]], %[[FLAT]]) : (tensor<8x64xi8>, tensor<2048xi8>) -> tensor<8x32xi32>
+// CHECK:         linalg.generic {{.*}} ins(%[[ACC]], {{.*}}) outs({{.*}} : tensor<8x32xf32>)
+// CHECK:           arith.muli
+// CHECK:           arith.subi
+// CHECK:           arith.sitofp
+// CHECK:         flow.dispatch @inferx_u8s8_8x32x64::@inferx_u8s8_8x32x64(
+// CHECK-NOT:     linalg.matmul
+// OFF-NOT:     stream.executable
+// OFF-NOT:     flow.dispatch
+// OFF:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xi8>, tensor<64x32xi8>) outs({{.*}} : tensor<8x32xi32>)
+func.func @two_products(%x: tensor<8x64xf32>, %wa: tensor<64x32xf32> {inferx.parameter = "a.w"},
+                        %wb: tensor<64x32xf32> {inferx.parameter = "b.w"}) -> (tensor<8x32xf32>, tensor<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %a = linalg.matmul {inferx.precision = "i8"} ins(%x, %wa : tensor<8x64xf32>, tensor<64x32xf32>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %b = linalg.matmul {inferx.precision = "i8"} ins(%x, %wb : tensor<8x64xf32>, tensor<64x32xf32>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %a, %b : tensor<8x32xf32>, tensor<8x32xf32>
+}
+
+// -----
+
+// Declined, with the reason in the remark: dynamic rows (the dynamic-shape function keeps IREE's
+// s8 x s8 code), and output columns that are not a multiple of 32.
+// REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'dyn.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: dynamic rows)
+// REMARK: remark: inferx-quantize-contractions: int8: 64x16 weight 'narrow.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: K=64 is not a multiple of 4 or N=16 of 32)
+// CHECK-NOT:   stream.executable
+// CHECK-LABEL: func.func @declined(
+// CHECK-NOT:     flow.dispatch
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x64xi8>, tensor<64x32xi8>)
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xi8>, tensor<64x16xi8>)
+func.func @declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "dyn.w"},
+                    %x8: tensor<8x64xf32>, %w16: tensor<64x16xf32> {inferx.parameter = "narrow.w"}) -> (tensor<?x32xf32>, tensor<8x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %m = tensor.dim %x, %c0 : tensor<?x64xf32>
+  %e = tensor.empty(%m) : tensor<?x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
+  %y = linalg.matmul {inferx.precision = "i8"} ins(%x, %w : tensor<?x64xf32>, tensor<64x32xf32>) outs(%z : tensor<?x32xf32>) -> tensor<?x32xf32>
+  %e16 = tensor.empty() : tensor<8x16xf32>
+  %z16 = linalg.fill ins(%zero : f32) outs(%e16 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  %y16 = linalg.matmul {inferx.precision = "i8"} ins(%x8, %w16 : tensor<8x64xf32>, tensor<64x16xf32>) outs(%z16 : tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %y, %y16 : tensor<?x32xf32>, tensor<8x16xf32>
+}
