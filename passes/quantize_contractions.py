@@ -235,18 +235,19 @@ def vnni_packed(wq):
 
 def vnni_product(module, xq_u8, wq, kernel_object: str):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
-    shape = cpu_extern.U8S8Shape(xq_u8.type.shape[0], wq.type.shape[1], wq.type.shape[0])
+    static = xq_u8.type.has_static_shape
+    m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
+    shape = cpu_extern.U8S8Shape(m, wq.type.shape[1], wq.type.shape[0])
     cpu_extern.declare_u8s8(module, shape, kernel_object)
-    return cpu_extern.dispatch_u8s8(shape, xq_u8, vnni_packed(wq))
+    rows = None if static else _dim(xq_u8, 0)
+    return cpu_extern.dispatch_u8s8(shape, xq_u8, vnni_packed(wq), rows)
 
 
-def vnni_kernel_declined(target, x, weight_shape) -> Optional[str]:
+def vnni_kernel_declined(target, weight_shape) -> Optional[str]:
     """Why the VNNI kernel cannot take this product (None: it can)."""
     k, n = weight_shape
     if "avx512_vnni" not in target.features:
         return f"target '{target.name}' has no AVX-512 VNNI"
-    if not x.type.has_static_shape:
-        return "dynamic rows"
     if k % 4 or n % 32:
         return f"K={k} is not a multiple of 4 or N={n} of 32"
     if k * 255 * 128 >= 2**31:
@@ -461,7 +462,7 @@ class QuantizeContractions(TargetedPass):
                   else WeightScheme("int4", self.group_size, weight.transposed, gpu, k_inner))
         kernel_object, why_not = None, None
         if not gpu and self.vnni_kernel:
-            kernel_object, why_not = self._vnni_kernel(op.operands[0], (k, op.operands[2].type.shape[1]))
+            kernel_object, why_not = self._vnni_kernel((k, op.operands[2].type.shape[1]))
         if gpu:
             how = "f16 activations, weights dequantized in the matmul, f32 sums"
         elif kernel_object is not None:
@@ -473,11 +474,11 @@ class QuantizeContractions(TargetedPass):
         with op.context:
             rewrite(op, weight, scheme, kernel_object)
 
-    def _vnni_kernel(self, x, k_n: tuple[int, int]) -> tuple[Optional[str], Optional[str]]:
-        """(the kernel's object file, None), or (None, why not) for x [M, K] times a [K, N] weight."""
+    def _vnni_kernel(self, k_n: tuple[int, int]) -> tuple[Optional[str], Optional[str]]:
+        """(the kernel's object file, None), or (None, why not) for a product with a [K, N] weight."""
         from inferx_compiler.kernels import cpu_objects
 
-        declined = vnni_kernel_declined(self.target_record(), x, k_n)
+        declined = vnni_kernel_declined(self.target_record(), k_n)
         if declined is not None:
             return None, declined
         try:

@@ -53,16 +53,22 @@ func.func @two_products(%x: tensor<8x64xf32>, %wa: tensor<64x32xf32> {inferx.par
 
 // -----
 
-// Declined, with the reason in the remark: dynamic rows (the dynamic-shape function keeps IREE's
-// s8 x s8 code), and output columns that are not a multiple of 32.
-// REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'dyn.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: dynamic rows)
+// Dynamic rows (a model's dynamic-batch function) run on the kernel too: the row count is the
+// dispatch's workload and last operand, the executable's workgroup count divides it by the
+// 32-row tile. Output columns that are not a multiple of 32 are declined, with the reason.
+// REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'dyn.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
 // REMARK: remark: inferx-quantize-contractions: int8: 64x16 weight 'narrow.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: K=64 is not a multiple of 4 or N=16 of 32)
-// CHECK-NOT:   stream.executable
-// CHECK-LABEL: func.func @declined(
-// CHECK-NOT:     flow.dispatch
-// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x64xi8>, tensor<64x32xi8>)
+// CHECK:       stream.executable private @inferx_u8s8_Dx32x64
+// CHECK:         stream.executable.export public @inferx_u8s8_Dx32x64 workgroups(%[[ROWS:.+]]: index)
+// CHECK:           arith.ceildivui %[[ROWS]], %{{.+}} : index
+// CHECK:         func.func @inferx_u8s8_Dx32x64(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %[[M:.+]]: index)
+// CHECK:           stream.binding.subspan {{.*}} -> memref<?x64xi8>{%[[M]]}
+// CHECK:           stream.binding.subspan {{.*}} -> memref<?x32xi32>{%[[M]]}
+// CHECK-LABEL: func.func @dynamic_and_declined(
+// CHECK:         tensor.dim
+// CHECK:         flow.dispatch @inferx_u8s8_Dx32x64::@inferx_u8s8_Dx32x64[%[[N:.+]]](%{{.+}}, %{{.+}}, %[[N]]) : (tensor<?x64xi8>{%[[N]]}, tensor<2048xi8>, index) -> tensor<?x32xi32>{%[[N]]}
 // CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xi8>, tensor<64x16xi8>)
-func.func @declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "dyn.w"},
+func.func @dynamic_and_declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "dyn.w"},
                     %x8: tensor<8x64xf32>, %w16: tensor<64x16xf32> {inferx.parameter = "narrow.w"}) -> (tensor<?x32xf32>, tensor<8x16xf32>) {
   %zero = arith.constant 0.0 : f32
   %c0 = arith.constant 0 : index
