@@ -287,6 +287,9 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
                           for spec in specs]
+    kernels = _c_kernels_used(result.dispatches)
+    if kernels:
+        manifest.compiler = {**manifest.compiler, "c_kernels": kernels}
     if options.tuning_db:
         manifest.tuning_db = {"sha256": sha256_file(options.tuning_db),
                               "entries_used": sum(d.get("config_source", "").startswith("tuned") for d in result.dispatches)}
@@ -295,6 +298,17 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"
+
+
+def _c_kernels_used(dispatches: list) -> dict:
+    """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
+    targets: the VNNI kernel), for the manifest: a rebuild with another C compiler can differ."""
+    if not any(d.get("dispatch", "").startswith("inferx_u8s8_") for d in dispatches):
+        return {}
+    from .kernels import cpu_objects
+
+    built = cpu_objects.build("u8s8_gemm.c")  # cached: the object the build linked
+    return {"u8s8_gemm.c": {"object_sha256": built.sha256, "c_compiler": built.compiler}}
 
 
 def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,

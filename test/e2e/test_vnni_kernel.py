@@ -78,6 +78,10 @@ def test_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, precision
             assert d["flops"] == (-1 if dynamic else 2 * np.prod(d["loops"]))
     decisions = [d["decision"] for d in report["decisions"] if d["pass"] == "inferx-quantize-contractions"]
     assert decisions and all("by the VNNI kernel" in d for d in decisions)
+    manifest = json.loads(zipfile.ZipFile(kernel).read("manifest.json"))
+    provenance = manifest["compiler"]["c_kernels"]["u8s8_gemm.c"]  # what a rebuild must match
+    assert provenance["object_sha256"] == cpu_objects.build("u8s8_gemm.c").sha256
+    assert "c_kernels" not in json.loads(zipfile.ZipFile(iree).read("manifest.json"))["compiler"]
     a, b = inferx_compiler.load(str(kernel)), inferx_compiler.load(str(iree))
     for batch in (1, 3, 2):  # 2: the dynamic function
         feeds = random_inputs(onnx.load(path), batch, seed=batch)
