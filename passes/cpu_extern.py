@@ -6,19 +6,20 @@ its bindings as memrefs, takes their base pointers (`llvm.bareptr`) and calls th
 function once per workgroup with its tile:
 
     stream.executable private @inferx_u8s8_128x3072x768 attributes {hal.executable.objects = ...} {
-      stream.executable.export public @{shape.symbol} workgroups() -> (index, index, index) { N/nt, ceil(M/mt), 1 }
+      stream.executable.export public @inferx_u8s8_128x3072x768 workgroups() -> (...) { N/nt, ceil(M/mt), 1 }
       builtin.module {
         func.func private @inferx_u8s8_tile(memref<i8>, index, memref<i8>, index, memref<i32>, index,
-                                            i64 x 7) attributes {hal.import.static, llvm.bareptr = true}
-        func.func @{shape.symbol}(%a: !stream.binding, %b: !stream.binding, %c: !stream.binding) { ... call ... }
+                                            i64...) attributes {hal.import.static, llvm.bareptr = true}
+        func.func @inferx_u8s8_128x3072x768(%a, %b, %c: !stream.binding) { ... call ... }
       }
     }
-    %acc = flow.dispatch @inferx_u8s8_128x3072x768::@inferx_u8s8_128x3072x768(%a_u8, %b_packed) : (...) -> tensor<128x3072xi32>
+    %acc = flow.dispatch @inferx_u8s8_128x3072x768::@inferx_u8s8_128x3072x768(%a_u8, %b_packed)
 
-One executable per distinct shape, shared by every product of that shape (dynamic rows: the row
-count is the dispatch's workload and an operand, `inferx_u8s8_Dx3072x768`);
-its entry carries the shape in its name too (IREE links the executables of a model into one,
-whose entry points must differ).
+Every kernel is a product A[M, K] x B -> C[M, N] whose C function takes (pointer, offset) per
+binding, then M, N, K, its extra sizes, and the tile (m0, mt, n0, nt). One executable per distinct
+product, shared by every product of that shape (dynamic rows: the row count is the dispatch's
+workload and an operand, `inferx_u8s8_Dx3072x768`); its entry carries the shape in its name
+too (IREE links the executables of a model into one, whose entry points must differ).
 The executable is written as text and parsed (its ops are IREE's stream/codegen ops, whose
 Python builders 3.13 does not expose) into a scratch module, then moved into the model.
 """
@@ -30,85 +31,117 @@ import dataclasses
 # Objects are keyed by the generic llvm-cpu x86-64 target: IREE picks them for whichever x86-64
 # CPU target the build uses (as for the generic CUDA target of the Hopper kernels).
 X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">'
-U8S8_ENTRY = "inferx_u8s8_tile"
-
-
-DYNAMIC = -1  # U8S8Shape.m of a product whose rows are known only at run time
+DYNAMIC = -1  # rows known only at run time
 
 
 @dataclasses.dataclass(frozen=True)
-class U8S8Shape:
+class KernelProduct:
+    """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
+
+    kind: str  # "u8s8" (s32 sums) | "u8s4" (f32, group-scaled sums)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
+    group: int = 0  # u8s4: the group size along K
 
     @property
     def symbol(self) -> str:
         rows = "D" if self.m == DYNAMIC else str(self.m)
-        return f"inferx_u8s8_{rows}x{self.n}x{self.k}"
+        suffix = f"g{self.group}" if self.kind == "u8s4" else ""
+        return f"inferx_{self.kind}_{rows}x{self.n}x{self.k}{suffix}"
+
+    @property
+    def entry(self) -> str:
+        """The C function (kernels/<kind>_gemm.c)."""
+        return f"inferx_{self.kind}_tile"
+
+    @property
+    def source(self) -> str:
+        return f"{self.kind}_gemm.c"
 
     def tile(self) -> tuple[int, int]:
-        """(rows, columns) a workgroup computes: 64 columns where N allows (else 32), up to 32 rows."""
+        """(rows, columns) a workgroup computes: 64 columns where N allows (else 32), up to 32 rows
+        (in steps of the kernel's register tile: 8 rows for u8s8, 4 for u8s4)."""
         columns = 64 if self.n % 64 == 0 else 32
-        rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // 8) * 8)
+        step = 8 if self.kind == "u8s8" else 4
+        rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // step) * step)
         return rows, columns
 
+    def bindings(self) -> list[tuple[list, str]]:
+        """(shape, element type) of the kernel's buffers in order: inputs, then the result; a
+        shape entry "?" is the dynamic row count."""
+        rows = "?" if self.m == DYNAMIC else self.m
+        if self.kind == "u8s8":
+            return [([rows, self.k], "i8"), ([self.n * self.k], "i8"), ([rows, self.n], "i32")]
+        return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
+                ([rows, self.n], "f32")]
 
-def _u8s8_executable(shape: U8S8Shape, object_path: str) -> str:
+    def sizes(self) -> list[int]:
+        """The C function's size arguments after M (then the tile follows)."""
+        return [self.n, self.k] + ([self.group] if self.kind == "u8s4" else [])
+
+    def flops(self) -> int:
+        return -1 if self.m == DYNAMIC else 2 * self.m * self.n * self.k
+
+
+def _memref(shape: list, element: str) -> str:
+    return "memref<" + "x".join(str(d) for d in shape) + f"x{element}>"
+
+
+def _executable(p: KernelProduct, object_path: str) -> str:
     """The executable's text. Static rows: constants; dynamic rows: the row count is the
-    dispatch's workload and its last operand (an index), and the A and C memrefs are `?` rows."""
-    n, k = shape.n, shape.k
-    mt, nt = shape.tile()
-    i64s = ", ".join(["i64"] * 7)
-    dynamic = shape.m == DYNAMIC
-    rows = "?" if dynamic else str(shape.m)
-    dims = "{%rows}" if dynamic else ""
+    dispatch's workload and its last operand (an index), and the row dims are `?`."""
+    mt, nt = p.tile()
+    dynamic = p.m == DYNAMIC
+    bindings = p.bindings()
+    pointer_args = ", ".join(f"memref<{e}>, index" for _, e in bindings)
+    i64s = ", ".join(["i64"] * (1 + len(p.sizes()) + 4))
+    args = ", ".join(f"%b{i}: !stream.binding" for i in range(len(bindings))) + (", %rows: index" if dynamic else "")
+    body, call_args = [], []
+    for i, (shape, element) in enumerate(bindings):
+        memref = _memref(shape, element)
+        dims = "{%rows}" if "?" in shape else ""
+        results = ", ".join([f"%base{i}", f"%off{i}"] + [f"%size{i}_{d}" for d in range(len(shape))]
+                            + [f"%stride{i}_{d}" for d in range(len(shape))])
+        kinds = ", ".join([f"memref<{element}>"] + ["index"] * (1 + 2 * len(shape)))
+        body.append(f"%mem{i} = stream.binding.subspan %b{i}[%c0] : !stream.binding -> {memref}{dims}")
+        body.append(f"{results} = iree_codegen.extract_strided_metadata %mem{i} : {memref} -> {kinds}")
+        call_args += [f"%base{i}", f"%off{i}"]
     if dynamic:
-        workload, row_arg = "%rows: index", ", %rows: index"
-        y_count = f"%cmt = arith.constant {mt} : index\n    %y = arith.ceildivui %rows, %cmt : index"
-        m_value = "%m = arith.index_cast %rows : index to i64"
+        workload = "%rows: index"
+        y_count = [f"%cmt = arith.constant {mt} : index", "%y = arith.ceildivui %rows, %cmt : index"]
+        body.append("%m = arith.index_cast %rows : index to i64")
     else:
-        workload, row_arg = "", ""
-        y_count = f"%y = arith.constant {-(-shape.m // mt)} : index"
-        m_value = f"%m = arith.constant {shape.m} : i64"
+        workload = ""
+        y_count = [f"%y = arith.constant {-(-p.m // mt)} : index"]
+        body.append(f"%m = arith.constant {p.m} : i64")
+    for i, size in enumerate(p.sizes()):
+        body.append(f"%size_arg{i} = arith.constant {size} : i64")
+    body += [f"%mt = arith.constant {mt} : i64", f"%nt = arith.constant {nt} : i64",
+             "%wxi = arith.index_cast %wx : index to i64", "%wyi = arith.index_cast %wy : index to i64",
+             "%n0 = arith.muli %wxi, %nt : i64", "%m0 = arith.muli %wyi, %mt : i64"]
+    call_args += ["%m"] + [f"%size_arg{i}" for i in range(len(p.sizes()))] + ["%m0", "%mt", "%n0", "%nt"]
+    body.append(f"func.call @{p.entry}({', '.join(call_args)}) : ({pointer_args}, {i64s}) -> ()")
+    indent = "\n      "
+    counts = "\n    ".join(y_count)
     return f'''
-stream.executable private @{shape.symbol} attributes {{
+stream.executable private @{p.symbol} attributes {{
   hal.executable.objects = #hal.executable.objects<{{
     {X86_64_OBJECT_TARGET} = [#hal.executable.object<{{path = "{object_path}"}}>]}}>
 }} {{
-  stream.executable.export public @{shape.symbol} workgroups({workload}) -> (index, index, index) {{
-    %x = arith.constant {n // nt} : index
-    {y_count}
+  stream.executable.export public @{p.symbol} workgroups({workload}) -> (index, index, index) {{
+    %x = arith.constant {p.n // nt} : index
+    {counts}
     %one = arith.constant 1 : index
     stream.return %x, %y, %one : index, index, index
   }}
   builtin.module {{
-    func.func private @{U8S8_ENTRY}(memref<i8>, index, memref<i8>, index, memref<i32>, index, {i64s})
-        attributes {{hal.import.static, llvm.bareptr = true}}
-    func.func @{shape.symbol}(%a: !stream.binding, %b: !stream.binding, %c: !stream.binding{row_arg}) {{
+    func.func private @{p.entry}({pointer_args}, {i64s}) attributes {{hal.import.static, llvm.bareptr = true}}
+    func.func @{p.symbol}({args}) {{
       %c0 = arith.constant 0 : index
       %wx = stream.dispatch.workgroup.id[0] : index
       %wy = stream.dispatch.workgroup.id[1] : index
-      %am = stream.binding.subspan %a[%c0] : !stream.binding -> memref<{rows}x{k}xi8>{dims}
-      %bm = stream.binding.subspan %b[%c0] : !stream.binding -> memref<{n * k}xi8>
-      %cm = stream.binding.subspan %c[%c0] : !stream.binding -> memref<{rows}x{n}xi32>{dims}
-      %ab, %ao, %as:2, %ast:2 = iree_codegen.extract_strided_metadata %am
-          : memref<{rows}x{k}xi8> -> memref<i8>, index, index, index, index, index
-      %bb, %bo, %bs, %bst = iree_codegen.extract_strided_metadata %bm
-          : memref<{n * k}xi8> -> memref<i8>, index, index, index
-      %cb, %co, %cs:2, %cst:2 = iree_codegen.extract_strided_metadata %cm
-          : memref<{rows}x{n}xi32> -> memref<i32>, index, index, index, index, index
-      {m_value}
-      %n = arith.constant {n} : i64
-      %k = arith.constant {k} : i64
-      %mt = arith.constant {mt} : i64
-      %nt = arith.constant {nt} : i64
-      %wxi = arith.index_cast %wx : index to i64
-      %wyi = arith.index_cast %wy : index to i64
-      %n0 = arith.muli %wxi, %nt : i64
-      %m0 = arith.muli %wyi, %mt : i64
-      func.call @{U8S8_ENTRY}(%ab, %ao, %bb, %bo, %cb, %co, %m, %n, %k, %m0, %mt, %n0, %nt)
-          : (memref<i8>, index, memref<i8>, index, memref<i32>, index, {i64s}) -> ()
+      {indent.join(body)}
       return
     }}
   }}
@@ -116,19 +149,19 @@ stream.executable private @{shape.symbol} attributes {{
 '''
 
 
-def declare_u8s8(module, shape: U8S8Shape, object_path: str) -> None:
-    """Add the executable for `shape` at the top of `module` (once per shape)."""
+def declare(module, product: KernelProduct, object_path: str) -> None:
+    """Add the executable for `product` at the top of `module` (once per product)."""
     from iree.compiler import ir
 
     body = module.regions[0].blocks[0]
-    if any(_symbol(op) == shape.symbol for op in body.operations):
+    if any(_symbol(op) == product.symbol for op in body.operations):
         return
     ctx = module.context
     for name in ("stream", "flow", "hal", "iree_codegen"):
         ctx.dialects[name]
-    scratch = ir.Module.parse(_u8s8_executable(shape, object_path), ctx)
+    scratch = ir.Module.parse(_executable(product, object_path), ctx)
     executable = scratch.body.operations[0]
-    _annotate_export(executable, shape)
+    _annotate_entry(executable, product)
     first = body.operations[0] if len(body.operations) else None
     if first is not None:
         executable.move_before(first)
@@ -136,8 +169,8 @@ def declare_u8s8(module, shape: U8S8Shape, object_path: str) -> None:
         body.append(executable)
 
 
-def dispatch_u8s8(shape: U8S8Shape, a_u8, b_packed, rows=None):
-    """flow.dispatch of the u8 x s8 product at the current insertion point: s32 [M, N].
+def dispatch(product: KernelProduct, inputs: list, rows=None):
+    """flow.dispatch of `product` at the current insertion point; returns C [M, N].
     `rows`: the row count as an index value (dynamic rows: the workload and last operand)."""
     from iree.compiler import ir
     from iree.compiler.dialects import flow
@@ -145,46 +178,52 @@ def dispatch_u8s8(shape: U8S8Shape, a_u8, b_packed, rows=None):
     ctx = ir.Context.current
     for name in ("hal", "flow"):
         ctx.dialects[name]
-    result = ir.RankedTensorType.get([shape.m if shape.m != DYNAMIC else ir.ShapedType.get_dynamic_size(),
-                                      shape.n], ir.IntegerType.get_signless(32))
-    entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([shape.symbol, shape.symbol])])
-    if shape.m == DYNAMIC:
-        op = flow.DispatchOp([result], [rows], entry, [a_u8, b_packed, rows], [rows], [rows])
+    element = ir.IntegerType.get_signless(32) if product.kind == "u8s8" else ir.F32Type.get()
+    m = ir.ShapedType.get_dynamic_size() if product.m == DYNAMIC else product.m
+    result = ir.RankedTensorType.get([m, product.n], element)
+    entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([product.symbol, product.symbol])])
+    if product.m == DYNAMIC:
+        op = flow.DispatchOp([result], [rows], entry, list(inputs) + [rows], [rows], [rows])
     else:
-        op = flow.DispatchOp([result], [], entry, [a_u8, b_packed], [], [])
+        op = flow.DispatchOp([result], [], entry, list(inputs), [], [])
     return op.results[0]
 
 
 def _symbol(op) -> str:
-    attr = op.attributes["sym_name"] if "sym_name" in op.attributes else None
     from iree.compiler import ir
 
-    return ir.StringAttr(attr).value if attr is not None else ""
+    return ir.StringAttr(op.attributes["sym_name"]).value if "sym_name" in op.attributes else ""
 
 
-def _annotate_export(executable, shape: U8S8Shape) -> None:
-    """The build report's rows for the kernel's dispatch (inferx-dispatch-report copies them from
-    the entry function: the executable has no linalg op to read)."""
+DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register tile, vpdpbusd"),
+                "u8s4": ("inferx_u8s4 (C, AVX-512 VNNI)", "i4", "4x32 register tile, s4 widened in registers, "
+                                                                   "vpdpbusd, f32 group scales")}
+
+
+def _annotate_entry(executable, p: KernelProduct) -> None:
+    """The build report's rows for the kernel's dispatch, on its entry function
+    (inferx-dispatch-report copies them: the executable has no linalg op to read; IREE 3.13 drops
+    a stream.executable.export's attributes when it makes the hal.executable, and keeps a
+    function's)."""
     from iree.compiler import ir
 
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
     i64 = ir.IntegerType.get_signless(64)
-    mt, nt = shape.tile()
+    mt, nt = p.tile()
+    root, element, how = DESCRIPTIONS[p.kind]
     report = ir.DictAttr.get({
-        "root": ir.StringAttr.get("inferx_u8s8 (C, AVX-512 VNNI)"), "kind": ir.StringAttr.get("contraction"),
-        "element_type": ir.StringAttr.get("i8"), "loops": ir.DenseI64ArrayAttr.get([shape.m, shape.n, shape.k]),
-        "flops": ir.IntegerAttr.get(i64, -1 if shape.m == DYNAMIC else 2 * shape.m * shape.n * shape.k),
+        "root": ir.StringAttr.get(root), "kind": ir.StringAttr.get("contraction"),
+        "element_type": ir.StringAttr.get(element), "loops": ir.DenseI64ArrayAttr.get([p.m, p.n, p.k]),
+        "flops": ir.IntegerAttr.get(i64, p.flops()),
         "linalg_ops": ir.IntegerAttr.get(i64, 0), "fused": ir.ArrayAttr.get([])})
     config = ir.DictAttr.get({
         "source": ir.StringAttr.get("rule (inferx-quantize-contractions)"),
-        "signature": ir.StringAttr.get(f"u8s8 matmul {shape.symbol.rsplit('_', 1)[1]}"),
-        "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, 8x32 register tile, vpdpbusd"),
+        "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol.split('_', 2)[2]}"),
+        "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, {how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})
-    # on the entry function: IREE 3.13 drops a stream.executable.export's attributes when it
-    # makes the hal.executable, and keeps a function's
     inner = [op for op in executable.regions[0].blocks[0].operations if op.name == "builtin.module"][0]
-    entry = [op for op in inner.regions[0].blocks[0].operations if _symbol(op) == shape.symbol][0]
+    entry = [op for op in inner.regions[0].blocks[0].operations if _symbol(op) == p.symbol][0]
     entry.attributes[REPORT_ATTR] = report
     entry.attributes[CONFIG_ATTR] = config

@@ -237,10 +237,10 @@ def vnni_product(module, xq_u8, wq, kernel_object: str):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
     static = xq_u8.type.has_static_shape
     m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
-    shape = cpu_extern.U8S8Shape(m, wq.type.shape[1], wq.type.shape[0])
-    cpu_extern.declare_u8s8(module, shape, kernel_object)
+    product = cpu_extern.KernelProduct("u8s8", m, wq.type.shape[1], wq.type.shape[0])
+    cpu_extern.declare(module, product, kernel_object)
     rows = None if static else _dim(xq_u8, 0)
-    return cpu_extern.dispatch_u8s8(shape, xq_u8, vnni_packed(wq), rows)
+    return cpu_extern.dispatch(product, [xq_u8, vnni_packed(wq)], rows)
 
 
 def vnni_kernel_declined(target, weight_shape) -> Optional[str]:

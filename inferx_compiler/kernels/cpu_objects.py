@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack-protector", "-fPIC", "-fno-plt",
                 "-fno-asynchronous-unwind-tables", "-fvisibility=hidden", "-fno-exceptions")
 # ISA flags per kernel source
-SOURCES = {"u8s8_gemm.c": ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")}
+_VNNI = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")
+SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI}
 
 
 class KernelBuildError(InferXError):
