@@ -105,7 +105,9 @@ def split_held_out(data: dict[str, np.ndarray]) -> tuple[dict, dict]:
 # -- emulation -------------------------------------------------------------------------------------
 
 def emulated_weight(w: np.ndarray, precision: str, layer: Layer, group_size: int,
-                    gpu: bool = False) -> np.ndarray:
+                    gpu: bool = False, target: Optional[Target] = None) -> np.ndarray:
+    """The weight as the compiled layer computes with it. `target`: the build's CPU target, which
+    decides whether int4 runs on our u8s4 kernel (group-scaled) or requantized to int8."""
     if precision == "fp32":
         return w
     if precision == "fp16":
@@ -113,7 +115,13 @@ def emulated_weight(w: np.ndarray, precision: str, layer: Layer, group_size: int
     if precision == "bf16":
         return _round_bf16(w)
     scheme = quantization.WeightScheme(precision, group_size if precision == "int4" else 0, layer.transposed, gpu)
-    return quantization.fake_quantize(w, scheme)
+    groups = False
+    if precision == "int4" and not gpu and target is not None:
+        from .kernels import cpu_objects
+
+        k, n = (w.shape[1], w.shape[0]) if layer.transposed else w.shape
+        groups = cpu_objects.vnni_kernel_declined(target, k, n, group_size) is None
+    return quantization.fake_quantize(w, scheme, int4_groups=groups)
 
 
 def _round_bf16(x: np.ndarray) -> np.ndarray:
@@ -286,16 +294,18 @@ class Emulator:
     reference_held: list
     cache: dict
     gpu: bool = False  # integer layers in the GPU's weight-only form
+    target: Optional[Target] = None  # the build's target (CPU int4: our kernel's form or not)
 
     @classmethod
-    def build(cls, prepared, layers, weights, kinds, group_size, data, held_out, gpu: bool = False):
+    def build(cls, prepared, layers, weights, kinds, group_size, data, held_out, gpu: bool = False,
+              target: Optional[Target] = None):
         import onnxruntime as ort
 
         model = emulation_model(prepared.proto, layers, prepared.opset, kinds)
         options = ort.SessionOptions()
         options.log_severity_level = 3
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        e = cls(session, layers, weights, kinds, group_size, data, held_out, [], [], {}, gpu)
+        e = cls(session, layers, weights, kinds, group_size, data, held_out, [], [], {}, gpu, target)
         fp32 = {l.layer: "fp32" for l in layers}
         e.reference = e.outputs(fp32, data)
         e.reference_held = e.outputs(fp32, held_out)
@@ -310,7 +320,7 @@ class Emulator:
                 key = (layer.weight, p, layer.transposed)
                 if key not in self.cache:
                     self.cache[key] = emulated_weight(self.weights[layer.weight], p, layer, self.group_size,
-                                                      self.gpu)
+                                                      self.gpu, self.target)
                 feeds[_layer_weight(i)] = self.cache[key]
             for kind in self.kinds:
                 feeds[_gate(kind, i)] = np.array(1.0 if _activation_kind(p, self.gpu) == kind else 0.0,
@@ -393,7 +403,8 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
     log.step(f"calibrating on {n_cal} samples ({n_held} held out); emulating {len(plan.layers)} layers "
              f"at {', '.join(p for p in options if p != 'fp32')} in onnxruntime")
     activation_statistics(prepared, plan.layers, weights, calibration)
-    emulator = Emulator.build(prepared, plan.layers, weights, kinds, plan.group_size, calibration, held_out, gpu)
+    emulator = Emulator.build(prepared, plan.layers, weights, kinds, plan.group_size, calibration, held_out, gpu,
+                              target)
     measure_sensitivity(emulator, options, log.step)
     if fixed is not None:
         assignment = {l.layer: l.precision for l in plan.layers}

@@ -303,12 +303,14 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 def _c_kernels_used(dispatches: list) -> dict:
     """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
     targets: the VNNI kernel), for the manifest: a rebuild with another C compiler can differ."""
-    if not any(d.get("dispatch", "").startswith("inferx_u8s8_") for d in dispatches):
-        return {}
     from .kernels import cpu_objects
 
-    built = cpu_objects.build("u8s8_gemm.c")  # cached: the object the build linked
-    return {"u8s8_gemm.c": {"object_sha256": built.sha256, "c_compiler": built.compiler}}
+    used = {}
+    for kind in ("u8s8", "u8s4"):
+        if any(d.get("dispatch", "").startswith(f"inferx_{kind}_") for d in dispatches):
+            built = cpu_objects.build(f"{kind}_gemm.c")  # cached: the object the build linked
+            used[f"{kind}_gemm.c"] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
+    return used
 
 
 def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,

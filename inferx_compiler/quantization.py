@@ -141,12 +141,14 @@ def requantize_int4_to_int8(q: np.ndarray, scale: np.ndarray) -> tuple[np.ndarra
     return w8.reshape(-1, w8.shape[-1]), s8
 
 
-def fake_quantize(w: np.ndarray, scheme: WeightScheme) -> np.ndarray:
-    """The f32 weight the compiled layer computes with (same orientation as `w`)."""
+def fake_quantize(w: np.ndarray, scheme: WeightScheme, int4_groups: bool = False) -> np.ndarray:
+    """The f32 weight the compiled layer computes with (same orientation as `w`). CPU int4:
+    `int4_groups` when our u8s4 kernel computes it (each group scaled by its own scale), else
+    requantized to int8 per column at load."""
     ww = _oriented(w, scheme)
     if scheme.kind == "int8":
         q, scale = quantize_int8(ww)
-    elif not scheme.f16_scales:  # CPU: int4 groups requantized to int8 per column at load
+    elif not scheme.f16_scales and not int4_groups:  # CPU: int4 groups requantized to int8 per column
         q, scale = requantize_int4_to_int8(*quantize_int4(ww, scheme.group_size))
     else:
         q, scale = quantize_int4(ww, scheme.group_size)

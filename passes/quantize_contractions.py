@@ -243,16 +243,74 @@ def vnni_product(module, xq_u8, wq, kernel_object: str):
     return cpu_extern.dispatch(product, [xq_u8, vnni_packed(wq)], rows)
 
 
-def vnni_kernel_declined(target, weight_shape) -> Optional[str]:
-    """Why the VNNI kernel cannot take this product (None: it can)."""
-    k, n = weight_shape
-    if "avx512_vnni" not in target.features:
-        return f"target '{target.name}' has no AVX-512 VNNI"
-    if k % 4 or n % 32:
-        return f"K={k} is not a multiple of 4 or N={n} of 32"
-    if k * 255 * 128 >= 2**31:
-        return f"K={k}: its s32 sums could overflow"
-    return None
+def s4_vnni_packed(wq4):
+    """The int4 weight [K/G, G, N] in the u8s4 kernel's layout (kernels/u8s4_gemm.c), flattened:
+    byte (nb, j, c, q) holds w[8j + q, 16nb + c] in its low nibble and w[8j + 4 + q, 16nb + c] in
+    its high one. Depends on the weight alone: IREE computes it once, at load."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    i4, i8 = ir.IntegerType.get_signless(4), ir.IntegerType.get_signless(8)
+    groups, size, n = wq4.type.shape
+    k = groups * size
+    w = tensor.CollapseShapeOp(ir.RankedTensorType.get([k, n], i4), wq4, [[0, 1], [2]]).result
+    d = [ir.AffineDimExpr.get(i) for i in range(4)]  # (nb, j, c, q)
+    low_k, high_k, column = d[1] * 8 + d[3], d[1] * 8 + d[3] + 4, d[0] * 16 + d[2]
+    maps = [ir.AffineMap.get(4, 0, [low_k, column]), ir.AffineMap.get(4, 0, [high_k, column]),
+            ir.AffineMap.get_identity(4)]
+
+    def body(b):
+        low = arith.andi(arith.extsi(i8, b.arguments[0]), arith.constant(i8, 15))
+        high = arith.shli(arith.extsi(i8, b.arguments[1]), arith.constant(i8, 4))
+        return arith.ori(low, high)
+
+    packed = generic([w, w], tensor.EmptyOp([n // 16, k // 8, 16, 4], i8).result, maps, ["parallel"] * 4, body)
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k // 2], i8), packed, [[0, 1, 2, 3]]).result
+
+
+def s4_correction(wq4, s4):
+    """c[n] = sum_g s4[g, n] * sum_kk wq4[g, kk, n]: what the u8 offset and the zero points add
+    to the kernel's group-scaled sums. Depends on the weight alone (computed at load)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    n = wq4.type.shape[2]
+
+    def body(b):
+        w = arith.sitofp(f32, arith.extsi(i32, b.arguments[0]))
+        return arith.addf(b.arguments[2], arith.mulf(w, b.arguments[1]))
+
+    return generic([wq4, s4], _filled([n], f32, 0.0), _maps(3, (0, 1, 2), (0, 2), (2,)),
+                   ["reduction", "reduction", "parallel"], body)
+
+
+def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
+    """f[m, n] = sum_g s4[g, n] * sum_{k in g} (xq[m, k] + 128) * wq4[k, n] (f32), by our
+    VNNI kernel (u8 x s4, int4 read as stored)."""
+    groups, size, n = wq4.type.shape
+    static = xq_u8.type.has_static_shape
+    m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
+    product = cpu_extern.KernelProduct("u8s4", m, n, groups * size, size)
+    cpu_extern.declare(module, product, kernel_object)
+    rows = None if static else _dim(xq_u8, 0)
+    return cpu_extern.dispatch(product, [xq_u8, s4_vnni_packed(wq4), s4], rows)
+
+
+def rescale_groups(f, correction, step, zero_point, y0):
+    """y = y0 + step[m] * (f[m, n] - (zp[m] + 128) * c[n]): the u8s4 kernel's sums, corrected."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    f32 = ir.F32Type.get()
+
+    def body(b):
+        sums, c, st, zp, out = b.arguments
+        offset = arith.addf(zp, arith.constant(f32, U8_OFFSET))
+        return arith.addf(out, arith.mulf(st, arith.subf(sums, arith.mulf(offset, c))))
+
+    return generic([f, correction, step, zero_point], y0, _maps(2, (0, 1), (1,), (0,), (0,), (0, 1)),
+                   ["parallel"] * 2, body)
 
 
 def int4_as_int8(wq4, s4):
@@ -374,8 +432,9 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
             ir.RankedTensorType.get([groups, n], scale))
 
 
-def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel_object: Optional[str] = None) -> None:
-    """`kernel_object`: the VNNI kernel's object file (CPU; None: IREE's s8 x s8 code)."""
+def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel: Optional[tuple[str, str]] = None) -> None:
+    """`kernel`: (kind, object file) of the VNNI kernel to use (CPU: "u8s8", or "u8s4" for int4;
+    None: IREE's s8 x s8 code)."""
     x, y0 = matmul.operands[0], matmul.operands[2]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
@@ -388,19 +447,23 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel_object: O
     with ir.InsertionPoint(matmul), matmul.location:
         if scheme.f16_scales:
             y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
+        elif kernel is not None and kernel[0] == "u8s4":
+            step, zero_point = row_ranges(x)
+            xq = quantize_rows(x, step, zero_point, unsigned=True)
+            sums = s4_vnni_product(func_op.parent, xq, wq, scale, kernel[1])
+            y = rescale_groups(sums, s4_correction(wq, scale), step, zero_point, y0)
         else:
             if scheme.kind == "int4":
                 wq, scale = int4_as_int8(wq, scale)
             step, zero_point = row_ranges(x)
             colsum = column_sums(wq)
-            if kernel_object is not None:
-                module = func_op.parent  # the builtin.module
+            if kernel is not None:
                 xq = quantize_rows(x, step, zero_point, unsigned=True)
-                acc = vnni_product(module, xq, wq, kernel_object)
+                acc = vnni_product(func_op.parent, xq, wq, kernel[1])
             else:
                 xq = quantize_rows(x, step, zero_point)
                 acc = int8_product(xq, wq)
-            y = rescale(acc, colsum, step, zero_point, scale, y0, u8_offset=kernel_object is not None)
+            y = rescale(acc, colsum, step, zero_point, scale, y0, u8_offset=kernel is not None)
     old_rhs = matmul.operands[1]
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
@@ -460,28 +523,38 @@ class QuantizeContractions(TargetedPass):
         k_inner = gpu and not rows_are_tokens(op.operands[0])
         scheme = (WeightScheme("int8", 0, weight.transposed, gpu, k_inner) if precision == "i8"
                   else WeightScheme("int4", self.group_size, weight.transposed, gpu, k_inner))
-        kernel_object, why_not = None, None
+        n = op.operands[2].type.shape[1]
+        kernel, why_not = None, None
         if not gpu and self.vnni_kernel:
-            kernel_object, why_not = self._vnni_kernel((k, op.operands[2].type.shape[1]))
+            kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0)
         if gpu:
             how = "f16 activations, weights dequantized in the matmul, f32 sums"
-        elif kernel_object is not None:
-            how = "u8 activations, s32 sums by the VNNI kernel (u8 x s8)"
+        elif kernel is not None and kernel[0] == "u8s4":
+            how = "u8 activations, int4 read as stored, group sums by the VNNI kernel (u8 x s4)"
+        elif kernel is not None:
+            how = ("requantized to int8 at load, " if precision == "i4" else "") + \
+                  "u8 activations, s32 sums by the VNNI kernel (u8 x s8)"
         else:
             how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
-        remark(self.name, op, f"{label}: {k}x{op.operands[2].type.shape[1]} weight '{weight.key}' "
-                              f"stored as {scheme.tag}, {how}")
+        remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
         with op.context:
-            rewrite(op, weight, scheme, kernel_object)
+            rewrite(op, weight, scheme, kernel)
 
-    def _vnni_kernel(self, k_n: tuple[int, int]) -> tuple[Optional[str], Optional[str]]:
-        """(the kernel's object file, None), or (None, why not) for a product with a [K, N] weight."""
+    def _vnni_kernel(self, k: int, n: int, group: int) -> tuple[Optional[tuple[str, str]], Optional[str]]:
+        """((kind, object file), None), or (None, why not) for a product with a [K, N] weight:
+        u8s4 for int4 in groups of `group`, else (int8, or int4 the u8s4 kernel declines,
+        requantized to int8) u8s8."""
         from inferx_compiler.kernels import cpu_objects
 
-        declined = vnni_kernel_declined(self.target_record(), k_n)
-        if declined is not None:
-            return None, declined
-        try:
-            return cpu_objects.build("u8s8_gemm.c").path, None
-        except cpu_objects.KernelBuildError as e:
-            return None, str(e)
+        target = self.target_record()
+        choices = ([("u8s4", group)] if group else []) + [("u8s8", 0)]
+        why = None
+        for kind, g in choices:
+            declined = cpu_objects.vnni_kernel_declined(target, k, n, g)
+            if declined is None:
+                try:
+                    return (kind, cpu_objects.build(f"{kind}_gemm.c").path), None
+                except cpu_objects.KernelBuildError as e:
+                    declined = str(e)
+            why = why or declined
+        return None, why

@@ -17,10 +17,9 @@ import pytest
 
 import inferx_compiler
 from e2e_models import random_inputs, sensitive_mlp, tied_lm, wide_mlp
-from helpers import onnxruntime_outputs, rel_l2, save
-from inferx_compiler import calibration, onnx_frontend, precision_plan
+from helpers import emulated_output, onnxruntime_outputs, rel_l2, save
+from inferx_compiler import precision_plan
 from inferx_compiler.cli.common import python_entry
-from inferx_compiler.log import BuildLog
 
 
 def _compile(*args) -> subprocess.CompletedProcess:
@@ -35,15 +34,6 @@ def _manifest(artifact) -> dict:
         return json.loads(z.read("manifest.json"))
 
 
-def _emulated(model_path: str, precision: str, feeds: dict, group_size: int) -> np.ndarray:
-    """The model's output with every layer at `precision`, as calibration.py emulates it."""
-    model, digest = onnx_frontend.load_model(model_path)
-    prepared = onnx_frontend.prepare(model, name="m", sha256=digest, log=BuildLog(quiet=True))
-    layers = precision_plan.model_layers(prepared.proto, prepared.weights)
-    emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"int8"}, group_size, feeds, feeds)
-    return emulator.outputs({l.layer: precision for l in layers}, feeds)[0][0]
-
-
 @pytest.mark.parametrize("precision, weight_ratio", [("int8", 0.27), ("int4", 0.16)])
 def test_integer_layers_compute_the_emulated_plan(tmp_path, precision, weight_ratio):
     path = save(wide_mlp(width=256, layers=2), tmp_path / "m.onnx")
@@ -53,7 +43,7 @@ def test_integer_layers_compute_the_emulated_plan(tmp_path, precision, weight_ra
     feeds = random_inputs(onnx.load(path), 4, seed=3)
     got = inferx_compiler.load(str(out)).run(feeds)["y"]
     ref = onnxruntime_outputs(path, feeds)["y"]
-    emulated = _emulated(path, precision, feeds, 64)
+    emulated = emulated_output(path, precision, feeds, 64)
     assert rel_l2(got, emulated) < 2e-3  # the compiled layers compute the measured ones
     error = rel_l2(got, ref)
     assert 1e-3 < error < (0.03 if precision == "int8" else 0.25)  # quantized, and not broken
@@ -78,7 +68,7 @@ def test_tied_weight_is_lowered_only_where_the_layer_reads_it(tmp_path):
     assert "wte" in keys and "wte#q:int8t" in keys and "w_mid#q:int8" in keys and "w_mid" not in keys
     feeds = {"ids": np.random.default_rng(2).integers(0, 512, (2, 8), dtype=np.int64)}
     got = inferx_compiler.load(str(out)).run(feeds)["logits"]
-    assert rel_l2(got, _emulated(path, "int8", feeds, 128)) < 2e-3
+    assert rel_l2(got, emulated_output(path, "int8", feeds, 128)) < 2e-3
     assert rel_l2(got, onnxruntime_outputs(path, feeds)["logits"]) > 1e-3
 
 

@@ -1,9 +1,13 @@
-"""int8/int4 products through our AVX-512 VNNI kernel (inferx_compiler/kernels/u8s8_gemm.c) on
-this CPU: the same numbers, bit for bit, as IREE's s8 x s8 code (the kernel sums u8 = s8 + 128
-and the rescale takes 128 x the column sums back in s32), on shapes that reach every edge of the
-kernel: rows not a multiple of its 8-row tile, 32- and 64-column workgroup tiles, int4 weights
-requantized to int8, several products of one shape sharing its executable. The reference build
-runs with CC pointing nowhere, which leaves the products to IREE (the pass's fallback)."""
+"""int8/int4 products through our AVX-512 VNNI kernels on this CPU
+(inferx_compiler/kernels/u8s8_gemm.c, u8s4_gemm.c), on shapes that reach every edge of them:
+rows not a multiple of the register tile, 32- and 64-column workgroup tiles, the static and the
+dynamic-batch functions, several products of one shape sharing its executable.
+- int8: the same numbers, bit for bit, as IREE's s8 x s8 code (the kernel sums u8 = s8 + 128
+  and the rescale takes 128 x the column sums back in s32). The reference build runs with CC
+  pointing nowhere, which leaves the products to IREE (the pass's fallback).
+- int4: read as stored and scaled per group (not requantized to int8): the numbers of the
+  emulation `auto` decides with (calibration.py, which asks the same rule), and closer to the
+  group-dequantized weights than the requantized form is."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from onnx import TensorProto, helper
 
 import inferx_compiler
 from e2e_models import _model, _w, random_inputs, transformer_block
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import emulated_output, onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.kernels import cpu_objects
 from inferx_compiler.targets import get_target
@@ -41,9 +45,9 @@ def two_projections(seed=11, d_in=64, d_mid=96, d_out=128, seq=13):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", seq, d_out])], inits)
 
 
-def _build(path, out, precision, batches, env=None):
+def _build(path, out, precision, batches, env=None, group_size=32):
     proc = subprocess.run(python_entry("inferx_compiler.cli.compile")
-                          + [str(path), "--target", "cpu", "--precision", precision, "--group-size", "32",
+                          + [str(path), "--target", "cpu", "--precision", precision, "--group-size", str(group_size),
                              "--batch-sizes", batches, "-o", str(out), "-q"],
                           capture_output=True, text=True, env={**os.environ, **(env or {})})
     assert proc.returncode == 0, proc.stderr
@@ -51,12 +55,11 @@ def _build(path, out, precision, batches, env=None):
 
 
 def _kernel_dispatches(report) -> list[str]:
-    return [d["dispatch"] for d in report["dispatches"] if d["dispatch"].startswith("inferx_u8s8_")]
+    return [d["dispatch"] for d in report["dispatches"] if d["dispatch"].startswith(("inferx_u8s8_", "inferx_u8s4_"))]
 
 
-@pytest.mark.parametrize("model_name, precision", [("two_projections", "int8"), ("two_projections", "int4"),
-                                                    ("transformer_block", "int8")])
-def test_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, precision):
+@pytest.mark.parametrize("model_name, precision", [("two_projections", "int8"), ("transformer_block", "int8")])
+def test_int8_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, precision):
     model = two_projections() if model_name == "two_projections" else transformer_block(d=64, heads=4, seq=13,
                                                                                            ffn=128)
     path = save(model, tmp_path / "m.onnx")
@@ -90,7 +93,31 @@ def test_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, precision
             assert np.array_equal(got[name], want[name]), (batch, name)
         ref = onnxruntime_outputs(str(path), feeds)
         name = next(iter(ref))
-        assert 1e-4 < rel_l2(got[name], ref[name]) < (0.05 if precision == "int8" else 0.3)  # quantized, not broken
+        assert 1e-4 < rel_l2(got[name], ref[name]) < 0.05  # quantized, not broken
+
+
+def test_int4_kernel_reads_groups_as_stored(tmp_path):
+    path = save(two_projections(), tmp_path / "m.onnx")
+    out, requantized = tmp_path / "int4.ixa", tmp_path / "int4_g4.ixa"
+    report = _build(path, out, "int4", "1,3")
+    used = _kernel_dispatches(report)
+    assert {d.rsplit("_", 1)[1] for d in used} == {"13x96x64g32", "13x128x96g32", "39x96x64g32", "39x128x96g32",
+                                                   "Dx96x64g32", "Dx128x96g32"}
+    assert all(d["root"].startswith("inferx_u8s4") for d in report["dispatches"] if d["dispatch"] in used)
+    kernels = json.loads(zipfile.ZipFile(out).read("manifest.json"))["compiler"]["c_kernels"]
+    assert list(kernels) == ["u8s4_gemm.c"]
+    # groups of 4 (not a multiple of the kernel's 8): requantized to int8, on the u8s8 kernel
+    fallback = _build(path, requantized, "int4", "1,3", group_size=4)
+    decisions = [d["decision"] for d in fallback["decisions"] if d["pass"] == "inferx-quantize-contractions"]
+    assert decisions and all("requantized to int8 at load" in d for d in decisions)
+    assert {d.split("_")[1] for d in _kernel_dispatches(fallback)} == {"u8s8"}
+    session = inferx_compiler.load(str(out))
+    for batch in (1, 3, 2):
+        feeds = random_inputs(onnx.load(path), batch, seed=batch)
+        got = session.run(feeds)["y"]
+        emulated = emulated_output(str(path), "int4", feeds, 32)
+        assert rel_l2(got, emulated) < 1e-5, batch  # the kernel computes what auto measured
+        assert 1e-2 < rel_l2(got, onnxruntime_outputs(str(path), feeds)["y"]) < 0.3  # int4, not broken
 
 
 def test_kernel_object_is_cached_and_freestanding():

@@ -81,3 +81,39 @@ func.func @dynamic_and_declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inf
   %y16 = linalg.matmul {inferx.precision = "i8"} ins(%x8, %w16 : tensor<8x64xf32>, tensor<64x16xf32>) outs(%z16 : tensor<8x16xf32>) -> tensor<8x16xf32>
   return %y, %y16 : tensor<?x32xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// int4 in groups of 32 (the RUN lines below; the first ones' default of 128 does not divide
+// K=64 and leaves this product alone): the u8s4 kernel reads the int4 weight as stored, packed at load two k-quads to a byte ([N/16][K/8][16][4]: low nibble k = 8j + q, high
+// nibble k = 8j + 4 + q), and sums each group in s32 scaled by its f32 scale; the correction is
+// sum_g s[g, n] * sum_k w[g, k, n] (at load) times the zero point + 128.
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=32})' 2>/dev/null | filecheck %s --check-prefix=INT4
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=4})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-G4
+// INT4-REMARK: remark: inferx-quantize-contractions: int4: 64x32 weight 'g.w' stored as int4g32, u8 activations, int4 read as stored, group sums by the VNNI kernel (u8 x s4)
+// INT4-G4: remark: inferx-quantize-contractions: int4: 64x32 weight 'g.w' stored as int4g4, requantized to int8 at load, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
+// INT4-DAG:    #[[LOW:.+]] = affine_map<(d0, d1, d2, d3) -> (d1 * 8 + d3, d0 * 16 + d2)>
+// INT4-DAG:    #[[HIGH:.+]] = affine_map<(d0, d1, d2, d3) -> (d1 * 8 + d3 + 4, d0 * 16 + d2)>
+// INT4:        stream.executable private @inferx_u8s4_4x32x64g32
+// INT4:          func.func private @inferx_u8s4_tile(memref<i8>, index, memref<i8>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64)
+// INT4-LABEL:  func.func @int4_groups(
+// INT4-SAME:     %[[X:.+]]: tensor<4x64xf32>, %[[W:.+]]: tensor<2x32x32xi4> {inferx.parameter = "g.w#q:int4g32"}, %[[S:.+]]: tensor<2x32xf32> {inferx.parameter = "g.w#q:int4g32:scale"})
+// INT4:          %[[XQ:.+]] = linalg.generic {{.*}} outs({{.*}} : tensor<4x64xi8>)
+// INT4:          %[[FLAT:.+]] = tensor.collapse_shape %[[W]] {{\[}}[0, 1], [2]] : tensor<2x32x32xi4> into tensor<64x32xi4>
+// INT4:          %[[PACKED:.+]] = linalg.generic {indexing_maps = [#[[LOW]], #[[HIGH]], #{{.+}}], {{.*}} ins(%[[FLAT]], %[[FLAT]] : tensor<64x32xi4>, tensor<64x32xi4>) outs({{.*}} : tensor<2x8x16x4xi8>)
+// INT4:            arith.andi
+// INT4:            arith.shli
+// INT4:            arith.ori
+// INT4:          %[[BYTES:.+]] = tensor.collapse_shape %[[PACKED]] {{\[}}[0, 1, 2, 3]] : tensor<2x8x16x4xi8> into tensor<1024xi8>
+// INT4:          %[[SUMS:.+]] = flow.dispatch @inferx_u8s4_4x32x64g32::@inferx_u8s4_4x32x64g32(%[[XQ]], %[[BYTES]], %[[S]]) : (tensor<4x64xi8>, tensor<1024xi8>, tensor<2x32xf32>) -> tensor<4x32xf32>
+// INT4:          %[[CORR:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction", "parallel"]} ins(%[[W]], %[[S]] : tensor<2x32x32xi4>, tensor<2x32xf32>) outs({{.*}} : tensor<32xf32>)
+// INT4:          linalg.generic {{.*}} ins(%[[SUMS]], %[[CORR]], {{.*}}) outs({{.*}} : tensor<4x32xf32>)
+// INT4-NOT:      linalg.matmul
+func.func @int4_groups(%x: tensor<4x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "g.w"}) -> tensor<4x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x32xf32>) -> tensor<4x32xf32>
+  %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<4x64xf32>, tensor<64x32xf32>) outs(%z : tensor<4x32xf32>) -> tensor<4x32xf32>
+  return %y : tensor<4x32xf32>
+}
