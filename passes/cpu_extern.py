@@ -61,10 +61,9 @@ class KernelProduct:
 
     def tile(self) -> tuple[int, int]:
         """(rows, columns) a workgroup computes: 64 columns where N allows (else 32), up to 32 rows
-        (in steps of the kernel's register tile: 8 rows for u8s8, 4 for u8s4)."""
+        (in steps of the kernels' 8-row register tile)."""
         columns = 64 if self.n % 64 == 0 else 32
-        step = 8 if self.kind == "u8s8" else 4
-        rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // step) * step)
+        rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // 8) * 8)
         return rows, columns
 
     def bindings(self) -> list[tuple[list, str]]:
@@ -196,7 +195,7 @@ def _symbol(op) -> str:
 
 
 DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register tile, vpdpbusd"),
-                "u8s4": ("inferx_u8s4 (C, AVX-512 VNNI)", "i4", "4x32 register tile, s4 widened in registers, "
+                "u8s4": ("inferx_u8s4 (C, AVX-512 VNNI)", "i4", "8x32 register tile, s4 widened in registers, "
                                                                    "vpdpbusd, f32 group scales")}
 
 

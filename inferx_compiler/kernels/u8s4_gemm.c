@@ -14,8 +14,8 @@
  *   F  f32 [M, N]                     N a multiple of 32
  *
  * `inferx_u8s4_tile` computes rows [m0, m0 + mt) and columns [n0, n0 + nt) (clipped to M, N);
- * IREE's workgroups call it once per tile. Register tile: up to 4 rows x 32 columns (8 s32 and 8
- * f32 accumulators). Group sums wrap in s32 only past G * 255 * 8 (G < 1052689; checked by the
+ * IREE's workgroups call it once per tile. Register tile: up to 8 rows x 32 columns (16 s32
+ * accumulators for one group; the f32 sums accumulate in F's tile, which stays in L1). Group sums wrap in s32 only past G * 255 * 8 (G < 1052689; checked by the
  * caller). Built freestanding, linked into IREE's embedded ELF (kernels/cpu_objects.py).
  */
 #include <immintrin.h>
@@ -37,11 +37,6 @@ static inline __attribute__((always_inline)) __m512i high_s4(__m512i v, __m512i 
       const uint8_t *a, int64_t lda, const int8_t *w0, const int8_t *w1, const float *s, int64_t lds, \
       float *f, int64_t ldf, int64_t groups, int64_t lines_per_group) {                            \
     const __m512i nibble = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);                    \
-    __m512 f0[R], f1[R];                                                                           \
-    for (int r = 0; r < R; ++r) {                                                                  \
-      f0[r] = _mm512_setzero_ps();                                                                 \
-      f1[r] = _mm512_setzero_ps();                                                                 \
-    }                                                                                              \
     for (int64_t g = 0; g < groups; ++g) {                                                         \
       __m512i i0[R], i1[R];                                                                        \
       for (int r = 0; r < R; ++r) {                                                                \
@@ -61,15 +56,18 @@ static inline __attribute__((always_inline)) __m512i high_s4(__m512i v, __m512i 
           i1[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i1[r], xl, lo1), xh, hi1);               \
         }                                                                                          \
       }                                                                                            \
+      /* the group's s32 sums, scaled, into the f32 tile (in F itself: it stays in L1) */          \
       __m512 s0 = _mm512_loadu_ps(s + g * lds), s1 = _mm512_loadu_ps(s + g * lds + 16);            \
       for (int r = 0; r < R; ++r) {                                                                \
-        f0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0[r]), s0, f0[r]);                             \
-        f1[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1[r]), s1, f1[r]);                             \
+        __m512 p0 = _mm512_mul_ps(_mm512_cvtepi32_ps(i0[r]), s0);                                  \
+        __m512 p1 = _mm512_mul_ps(_mm512_cvtepi32_ps(i1[r]), s1);                                  \
+        if (g) {                                                                                   \
+          p0 = _mm512_add_ps(p0, _mm512_loadu_ps(f + r * ldf));                                    \
+          p1 = _mm512_add_ps(p1, _mm512_loadu_ps(f + r * ldf + 16));                               \
+        }                                                                                          \
+        _mm512_storeu_ps(f + r * ldf, p0);                                                         \
+        _mm512_storeu_ps(f + r * ldf + 16, p1);                                                    \
       }                                                                                            \
-    }                                                                                              \
-    for (int r = 0; r < R; ++r) {                                                                  \
-      _mm512_storeu_ps(f + r * ldf, f0[r]);                                                        \
-      _mm512_storeu_ps(f + r * ldf + 16, f1[r]);                                                   \
     }                                                                                              \
   }
 
@@ -77,6 +75,10 @@ INFERX_S4_TILE(1)
 INFERX_S4_TILE(2)
 INFERX_S4_TILE(3)
 INFERX_S4_TILE(4)
+INFERX_S4_TILE(5)
+INFERX_S4_TILE(6)
+INFERX_S4_TILE(7)
+INFERX_S4_TILE(8)
 
 void inferx_u8s4_tile(const uint8_t *a, int64_t a_offset, const int8_t *w, int64_t w_offset, const float *s,
                       int64_t s_offset, float *f, int64_t f_offset, int64_t M, int64_t N, int64_t K, int64_t G,
@@ -91,11 +93,15 @@ void inferx_u8s4_tile(const uint8_t *a, int64_t a_offset, const int8_t *w, int64
   for (int64_t n = n0; n < n1; n += 32) {
     const int8_t *w0 = w + (n / 16) * panel;
     const int8_t *w1 = w0 + panel;
-    for (int64_t m = m0; m < m1; m += 4) {
-      const int64_t rows = m1 - m < 4 ? m1 - m : 4;
+    for (int64_t m = m0; m < m1; m += 8) {
+      const int64_t rows = m1 - m < 8 ? m1 - m : 8;
       const uint8_t *ap = a + m * K;
       float *fp = f + m * N + n;
       switch (rows) {
+        case 8: s4_tile_8(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
+        case 7: s4_tile_7(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
+        case 6: s4_tile_6(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
+        case 5: s4_tile_5(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
         case 4: s4_tile_4(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
         case 3: s4_tile_3(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
         case 2: s4_tile_2(ap, K, w0, w1, s + n, N, fp, N, groups, lines_per_group); break;
