@@ -31,6 +31,15 @@ ONNX and FX importers produce). For each convolution it decides one of
             IREE tiles; upstream `convert_conv2d_to_img2col` builds semi-affine ones that it
             cannot tile for strided convolutions), which the CUDA window-copy rule configures.
 
+  s2d       (before any of the above) a 3x3-or-larger stride-2 filter over at most 4 input
+            channels, dilation 1, static, on CPU targets: space-to-depth. Each 2x2 pixel block
+            becomes 4 channels (and the filter likewise: at load), which turns the stem into a
+            stride-1 convolution with half the filter size over 4x the channels (zero-padded to
+            16 for the NCHWc microkernel where the target has it); that convolution then gets
+            its own decision. A 3-channel 7x7 stem through im2col is 49 thin tap copies and a
+            147-deep matmul; after space-to-depth, one copy and a 16-channel 4x4 convolution
+            (ResNet-50's stem alone on a Zen 5: 2.69 -> 1.21 ms, as ONNX graphs).
+
 Why: IREE 3.13's direct convolution code runs at 3-10 GFLOP/s on this 2-core AVX2 CPU
 while its data-tiled matmuls run at 60-80 (tools/bench/profile.py on ResNet-50):
 ResNet-50 b1, one thread, 974 ms direct vs 132 ms through im2col; onnxruntime 91 ms.
@@ -123,7 +132,8 @@ class Decision:
     reason: str
 
 
-ALGORITHMS = ("matmul", "nchwc", "winograd", "im2col")
+ALGORITHMS = ("matmul", "nchwc", "winograd", "im2col", "s2d")
+S2D_MAX_CHANNELS = 4  # space-to-depth for stride-2 stems over at most this many input channels
 NCHWC_BLOCK = 16  # channels per block of IREE 3.13's conv_nchwc microkernel (f32, AVX-512)
 
 
@@ -132,6 +142,7 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     """The rule table: one strategy per convolution, or a reason to leave it to IREE.
     `algorithms` None is `auto` (the target's rules); a tuple limits the choice to those."""
     winograd_ok = target.winograd if algorithms is None else "winograd" in algorithms
+    automatic = algorithms is None
     algorithms = ALGORITHMS if algorithms is None else algorithms
     if target.backend == "none":
         return Decision(None, f"target '{target.name}' has no code generator to choose for")
@@ -145,6 +156,9 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     if shape.n < 0:
         return Decision(None, "dynamic batch: left to IREE's direct convolution (the artifact's "
                               "static-shape functions get a strategy)")
+    if s2d_applies(shape, target, algorithms, automatic):
+        return Decision("s2d", f"{shape.kh}x{shape.kw} stride 2 over {shape.c} channels: space-to-depth into a "
+                               f"{-(-shape.kh // 2)}x{-(-shape.kw // 2)} stride-1 convolution over {4 * shape.c}")
     if (shape.kh, shape.kw) == (1, 1) and "matmul" in algorithms:
         return Decision("matmul", f"1x1 filter, stride {shape.strides}: a matmul")
     if "nchwc" in algorithms and target.conv_microkernel and shape.element_type == "f32":
@@ -160,9 +174,19 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     return Decision(None, f"no allowed algorithm applies (allowed: {', '.join(algorithms) or 'none'})")
 
 
+def s2d_applies(shape: ConvShape, target, algorithms: tuple[str, ...], automatic: bool) -> bool:
+    """Space-to-depth for a stride-2 stem: 3x3 or larger, dilation 1, at most S2D_MAX_CHANNELS
+    input channels, static, on CPU targets (under `auto`) or when listed."""
+    if "s2d" not in algorithms or (automatic and target.backend != "llvm-cpu"):
+        return False
+    return (shape.strides == (2, 2) and shape.dilations == (1, 1) and min(shape.kh, shape.kw) >= 3
+            and shape.c <= S2D_MAX_CHANNELS and shape.n > 0 and shape.static)
+
+
 @dataclass(frozen=True)
 class ConvStrategy(TargetedPass):
-    """Chooses matmul / NCHWc / Winograd / im2col per convolution from shape and target."""
+    """Chooses matmul / NCHWc / Winograd / im2col (after space-to-depth for strided stems) per
+    convolution from shape and target."""
 
     name: ClassVar[str] = "inferx-conv-strategy"
     level: ClassVar[str] = "iree"
@@ -198,6 +222,13 @@ class ConvStrategy(TargetedPass):
                 remark(self.name, op, f"declined: {decision.reason}")
                 continue
             remark(self.name, op, f"{decision.strategy}: {decision.reason}")
+            if decision.strategy == "s2d":
+                op = _space_to_depth(op, target)
+                decision = decide(conv_shape(op), target, self.winograd_min_channels,
+                                  tuple(a for a in (self.allowed() or ALGORITHMS) if a != "s2d"))
+                if decision.strategy is None:
+                    continue
+                remark(self.name, op, f"{decision.strategy}: {decision.reason}")
             _apply(op, decision, target)  # may replace op
 
 
@@ -211,6 +242,76 @@ def _apply(op, decision: Decision, target) -> None:
         op.attributes[STRATEGY_ATTR] = ir.StringAttr.get(decision.strategy)
         if decision.strategy == "winograd":
             op.attributes[WINOGRAD_ATTR] = ir.UnitAttr.get()
+
+
+def _space_to_depth(op, target):
+    """conv(x, w), stride 2, kh x kw -> conv(s2d(x), s2d(w)), stride 1, ceil(kh/2) x ceil(kw/2):
+    each 2x2 block of input pixels becomes 4 channels (x[n, c, 2i + a, 2j + b] ->
+    x2[n, 4c + 2a + b, i, j]) and the filter likewise after zero-padding it to even sizes, so that
+    out[oh, ow] = sum over (c, a, b, p, q) of x2[c, a, b][oh + p, ow + q] w2[c, a, b][p, q]: the
+    same sums. Channels are zero-padded to the NCHWc microkernel's 16-channel blocks on targets
+    that have it. Why: a 3-channel 7x7 stride-2 stem is 49 thin tap copies and a 147-deep matmul
+    through im2col; after space-to-depth it is one copy and a 16-channel 4x4 convolution
+    (ResNet-50's stem on a Zen 5: 2.69 -> 1.21 ms as ONNX graphs, tools/bench/knobs.py). The filter
+    is a weight: IREE computes its rearrangement once, at load. Returns the new convolution."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg
+
+    x, w, init = op.operands[0], op.operands[1], op.operands[2]
+    s = conv_shape(op)
+    kh2, kw2 = -(-s.kh // 2), -(-s.kw // 2)
+    h2, w2 = s.oh + kh2 - 1, s.ow + kw2 - 1
+    channels = 4 * s.c
+    if target.conv_microkernel:
+        channels = -(-channels // NCHWC_BLOCK) * NCHWC_BLOCK
+    with ir.InsertionPoint(op), op.location:
+        xs = _resized(x, [s.n, s.c, 2 * h2, 2 * w2])
+        xs = _blocks_to_channels(xs, [s.n, s.c, h2, w2], channels)
+        ws = _resized(w, [s.f, s.c, 2 * kh2, 2 * kw2])
+        ws = _blocks_to_channels(ws, [s.f, s.c, kh2, kw2], channels)
+        one = ir.DenseI64ArrayAttr.get([1, 1])
+        conv = linalg.conv_2d_nchw_fchw(xs, ws, outs=[init], strides=one, dilations=one)
+    conv_op = conv.owner if isinstance(conv, ir.Value) else conv
+    op.results[0].replace_all_uses_with(conv_op.results[0])
+    op.erase()
+    return conv_op
+
+
+def _resized(value, shape: list):
+    """`value` cut or zero-padded (at the end of each dim) to `shape`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    et = value.type.element_type
+    have = list(value.type.shape)
+    if have == shape:
+        return value
+    common = [min(a, b) for a, b in zip(have, shape)]
+    if common != have:
+        value = tensor.ExtractSliceOp(ir.RankedTensorType.get(common, et), value, [], [], [],
+                                      [0] * len(shape), common, [1] * len(shape)).result
+    if common == shape:
+        return value
+    return tensor.InsertSliceOp(value, zeros(shape, et), [], [], [], [0] * len(shape), common,
+                                [1] * len(shape)).result
+
+
+def _blocks_to_channels(value, shape: list, channels: int):
+    """[a, c, 2h, 2w] -> [a, 4c, h, w], channel 4c' + 2i + j holding pixel (2y + i, 2x + j) of
+    channel c', then zero-padded to `channels`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import linalg, tensor
+
+    a, c, h, w = shape
+    et = value.type.element_type
+    six = tensor.ExpandShapeOp(ir.RankedTensorType.get([a, c, h, 2, w, 2], et), value,
+                               [[0], [1], [2, 3], [4, 5]], [], [a, c, h, 2, w, 2]).result
+    dest = tensor.EmptyOp([a, c, 2, 2, h, w], et).result
+    moved = linalg.transpose(six, outs=[dest], permutation=[0, 1, 3, 5, 2, 4])
+    moved = moved if isinstance(moved, ir.Value) else moved.results[0]
+    flat = tensor.CollapseShapeOp(ir.RankedTensorType.get([a, 4 * c, h, w], et), moved,
+                                  [[0], [1, 2, 3], [4], [5]]).result
+    return _resized(flat, [a, channels, h, w])
 
 
 def _parallel_copy(source, dest, source_map, rank: int):

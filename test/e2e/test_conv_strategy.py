@@ -129,3 +129,37 @@ def test_pointwise_conv_fed_by_a_transpose_compiles(tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 10, 24)).astype(np.float32)
     got = inferx_compiler.load(out).run({"x": x})["y"]
     assert rel_l2(got, onnxruntime_outputs(path, {"x": x})["y"]) <= 1e-5
+
+
+def _stem(c: int, k: int, pad: int, size: int, filters: int = 16):
+    """x [batch, c, size, size] -> Conv k x k, stride 2, pads `pad`, bias -> Relu."""
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    from e2e_models import _model, _w
+
+    rng = np.random.default_rng(k * 10 + c)
+    inits = {"w": _w(rng, filters, c, k, k, scale=1.0 / np.sqrt(c * k * k)), "b": _w(rng, filters, scale=0.1)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="stem", strides=[2, 2], pads=[pad] * 4),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    out = (size + 2 * pad - k) // 2 + 1
+    return _model(nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, size, size])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", filters, out, out])], inits)
+
+
+@pytest.mark.parametrize("c, k, pad, size", [(3, 7, 3, 45),  # ResNet's stem, odd input (padded to even)
+                                             (1, 3, 1, 20),  # a grayscale 3x3 stem
+                                             (2, 4, 0, 9)])  # an even filter: the last row is cut
+def test_space_to_depth_stems_match_onnxruntime(tmp_path, c, k, pad, size):
+    path = save(_stem(c, k, pad, size), tmp_path / "stem.onnx")
+    artifact = str(tmp_path / "stem.ixa")
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2", "--no-measure", "-o", artifact, "-q"]) == 0
+    report = json.loads(zipfile.ZipFile(artifact).read("report.json"))
+    stem = [d["decision"] for d in report["decisions"]
+            if d["pass"] == "inferx-conv-strategy" and d["function"] == "main$b1"]
+    assert stem[0].startswith("s2d:") and len(stem) == 2  # then the stride-1 convolution's own decision
+    sess = inferx_compiler.load(artifact)
+    for batch in (1, 2, 3):  # 3: the dynamic function (IREE's direct convolution)
+        feeds = random_inputs(onnx.load(path), batch, seed=batch)
+        err = rel_l2(sess.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"])
+        assert err <= TOLERANCE, f"{c}ch {k}x{k} b{batch}: relative L2 {err:.2e}"
