@@ -223,9 +223,9 @@ class ConvStrategy(TargetedPass):
                 continue
             remark(self.name, op, f"{decision.strategy}: {decision.reason}")
             if decision.strategy == "s2d":
-                op = _space_to_depth(op, target)
-                decision = decide(conv_shape(op), target, self.winograd_min_channels,
-                                  tuple(a for a in (self.allowed() or ALGORITHMS) if a != "s2d"))
+                rest = tuple(a for a in (self.allowed() or ALGORITHMS) if a != "s2d")
+                op = _space_to_depth(op, pad_to_blocks=target.conv_microkernel and "nchwc" in rest)
+                decision = decide(conv_shape(op), target, self.winograd_min_channels, rest)
                 if decision.strategy is None:
                     continue
                 remark(self.name, op, f"{decision.strategy}: {decision.reason}")
@@ -244,13 +244,13 @@ def _apply(op, decision: Decision, target) -> None:
             op.attributes[WINOGRAD_ATTR] = ir.UnitAttr.get()
 
 
-def _space_to_depth(op, target):
+def _space_to_depth(op, pad_to_blocks: bool):
     """conv(x, w), stride 2, kh x kw -> conv(s2d(x), s2d(w)), stride 1, ceil(kh/2) x ceil(kw/2):
     each 2x2 block of input pixels becomes 4 channels (x[n, c, 2i + a, 2j + b] ->
     x2[n, 4c + 2a + b, i, j]) and the filter likewise after zero-padding it to even sizes, so that
     out[oh, ow] = sum over (c, a, b, p, q) of x2[c, a, b][oh + p, ow + q] w2[c, a, b][p, q]: the
-    same sums. Channels are zero-padded to the NCHWc microkernel's 16-channel blocks on targets
-    that have it. Why: a 3-channel 7x7 stride-2 stem is 49 thin tap copies and a 147-deep matmul
+    same sums. `pad_to_blocks`: channels zero-padded to the NCHWc microkernel's 16-channel blocks
+    (targets that have it, where nchwc may be chosen next). Why: a 3-channel 7x7 stride-2 stem is 49 thin tap copies and a 147-deep matmul
     through im2col; after space-to-depth it is one copy and a 16-channel 4x4 convolution
     (ResNet-50's stem on a Zen 5: 2.69 -> 1.21 ms as ONNX graphs, tools/bench/knobs.py). The filter
     is a weight: IREE computes its rearrangement once, at load. Returns the new convolution."""
@@ -262,7 +262,7 @@ def _space_to_depth(op, target):
     kh2, kw2 = -(-s.kh // 2), -(-s.kw // 2)
     h2, w2 = s.oh + kh2 - 1, s.ow + kw2 - 1
     channels = 4 * s.c
-    if target.conv_microkernel:
+    if pad_to_blocks:
         channels = -(-channels // NCHWC_BLOCK) * NCHWC_BLOCK
     with ir.InsertionPoint(op), op.location:
         xs = _resized(x, [s.n, s.c, 2 * h2, 2 * w2])

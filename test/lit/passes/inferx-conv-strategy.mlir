@@ -86,14 +86,17 @@ func.func @conv1x1_s2_b2(%x: tensor<2x16x12x12xf32>, %w: tensor<32x16x1x1xf32>, 
 
 // -----
 
-// A 7x7 stride-2 stem with 3 input channels (not a multiple of any vector width): im2col
-// with K = 3*7*7 = 147. Winograd does not apply (7x7, stride 2) even when allowed.
-// REMARK: remark: inferx-conv-strategy: im2col: 7x7 stride (2, 2): im2col + matmul
+// A 7x7 stride-2 stem with 3 input channels: space-to-depth (inferx-conv-strategy_s2d.mlir),
+// then the 4x4 stride-1 convolution over 12 channels through im2col, K = 12*4*4 = 192 (AVX2: no
+// NCHWc microkernel). With s2d not listed, im2col on the stem itself, K = 3*7*7 = 147; Winograd
+// does not apply (7x7, stride 2) even when allowed.
+// REMARK: remark: inferx-conv-strategy: s2d: 7x7 stride 2 over 3 channels: space-to-depth into a 4x4 stride-1 convolution over 12
+// REMARK: remark: inferx-conv-strategy: im2col: 4x4 stride (1, 1): im2col + matmul
 // CHECK-LABEL: func.func @stem7x7_s2_c3(
-// CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<16x147xf32>, tensor<147x2304xf32>)
+// CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<16x192xf32>, tensor<192x2304xf32>)
 // WINO-LABEL:  func.func @stem7x7_s2_c3(
 // WINO-NOT:      __winograd_conv
-// WINO:          linalg.matmul
+// WINO:          linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<16x147xf32>, tensor<147x2304xf32>)
 func.func @stem7x7_s2_c3(%x: tensor<1x3x102x102xf32>, %w: tensor<16x3x7x7xf32>, %b: tensor<1x16x48x48xf32>) -> tensor<1x16x48x48xf32> {
   %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<1x3x102x102xf32>, tensor<16x3x7x7xf32>) outs(%b : tensor<1x16x48x48xf32>) -> tensor<1x16x48x48xf32>
   return %r : tensor<1x16x48x48xf32>

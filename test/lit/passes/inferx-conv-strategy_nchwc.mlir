@@ -33,11 +33,16 @@ func.func @conv3x3_s2_b4(%x: tensor<4x32x17x17xf32>, %w: tensor<48x32x3x3xf32>, 
 
 // -----
 
-// Three input channels (an image stem): the 16-channel blocks would be 13/16 padding.
-// REMARK: remark: inferx-conv-strategy: im2col: 7x7 stride (2, 2): im2col + matmul
+// Three input channels (an image stem): NCHWc's 16-channel blocks would be 13/16 padding on the
+// stem itself; after space-to-depth (12 channels, padded to 16) the 4x4 stride-1 convolution takes
+// them. With neither listed (algorithms=im2col,matmul): im2col on the stem, K = 3*7*7 = 147.
+// REMARK: remark: inferx-conv-strategy: s2d: 7x7 stride 2 over 3 channels: space-to-depth into a 4x4 stride-1 convolution over 12
+// REMARK: remark: inferx-conv-strategy: nchwc: 4x4 stride (1, 1), 16->64 channels: IREE's NCHWc data tiling + conv microkernel
 // CHECK-LABEL: func.func @stem(
-// CHECK:         linalg.matmul
-// CHECK-NOT:     linalg.conv_2d
+// CHECK:         linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "nchwc", {{.*}}} ins(%{{.+}}, %{{.+}} : tensor<1x16x19x19xf32>, tensor<64x16x4x4xf32>)
+// CHECK-NOT:     linalg.matmul
+// NONCHWC-LABEL: func.func @stem(
+// NONCHWC:       linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<64x147xf32>, tensor<147x256xf32>)
 func.func @stem(%x: tensor<1x3x38x38xf32>, %w: tensor<64x3x7x7xf32>, %b: tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32> {
   %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<1x3x38x38xf32>, tensor<64x3x7x7xf32>) outs(%b : tensor<1x64x16x16xf32>) -> tensor<1x64x16x16xf32>
   return %r : tensor<1x64x16x16xf32>
