@@ -72,7 +72,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .iree_ir import generic, plain_matmul, zeros
+from .iree_ir import generic, plain_matmul, resized, zeros
 from .linalg_analysis import collect, is_convolution_op
 from .remarks import remark
 
@@ -265,9 +265,9 @@ def _space_to_depth(op, pad_to_blocks: bool):
     if pad_to_blocks:
         channels = -(-channels // NCHWC_BLOCK) * NCHWC_BLOCK
     with ir.InsertionPoint(op), op.location:
-        xs = _resized(x, [s.n, s.c, 2 * h2, 2 * w2])
+        xs = resized(x, [s.n, s.c, 2 * h2, 2 * w2])
         xs = _blocks_to_channels(xs, [s.n, s.c, h2, w2], channels)
-        ws = _resized(w, [s.f, s.c, 2 * kh2, 2 * kw2])
+        ws = resized(w, [s.f, s.c, 2 * kh2, 2 * kw2])
         ws = _blocks_to_channels(ws, [s.f, s.c, kh2, kw2], channels)
         one = ir.DenseI64ArrayAttr.get([1, 1])
         conv = linalg.conv_2d_nchw_fchw(xs, ws, outs=[init], strides=one, dilations=one)
@@ -275,25 +275,6 @@ def _space_to_depth(op, pad_to_blocks: bool):
     op.results[0].replace_all_uses_with(conv_op.results[0])
     op.erase()
     return conv_op
-
-
-def _resized(value, shape: list):
-    """`value` cut or zero-padded (at the end of each dim) to `shape`."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import tensor
-
-    et = value.type.element_type
-    have = list(value.type.shape)
-    if have == shape:
-        return value
-    common = [min(a, b) for a, b in zip(have, shape)]
-    if common != have:
-        value = tensor.ExtractSliceOp(ir.RankedTensorType.get(common, et), value, [], [], [],
-                                      [0] * len(shape), common, [1] * len(shape)).result
-    if common == shape:
-        return value
-    return tensor.InsertSliceOp(value, zeros(shape, et), [], [], [], [0] * len(shape), common,
-                                [1] * len(shape)).result
 
 
 def _blocks_to_channels(value, shape: list, channels: int):
@@ -311,7 +292,7 @@ def _blocks_to_channels(value, shape: list, channels: int):
     moved = moved if isinstance(moved, ir.Value) else moved.results[0]
     flat = tensor.CollapseShapeOp(ir.RankedTensorType.get([a, 4 * c, h, w], et), moved,
                                   [[0], [1, 2, 3], [4], [5]]).result
-    return _resized(flat, [a, channels, h, w])
+    return resized(flat, [a, channels, h, w])
 
 
 def _parallel_copy(source, dest, source_map, rank: int):

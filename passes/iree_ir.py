@@ -130,3 +130,23 @@ def plain_matmul(lhs, rhs, init):
     maps = [ir.AffineMap.get(3, 0, exprs) for exprs in ([d0, d2], [d2, d1], [d0, d1])]
     result.owner.attributes["indexing_maps"] = ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps])
     return result
+
+
+def resized(value, shape: Sequence[int]):
+    """A static tensor cut or zero-padded (at the end of each dim) to `shape`."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    shape = list(shape)
+    et = value.type.element_type
+    have = list(value.type.shape)
+    if have == shape:
+        return value
+    common = [min(a, b) for a, b in zip(have, shape)]
+    if common != have:
+        value = tensor.ExtractSliceOp(ir.RankedTensorType.get(common, et), value, [], [], [],
+                                      [0] * len(shape), common, [1] * len(shape)).result
+    if common == shape:
+        return value
+    return tensor.InsertSliceOp(value, zeros(shape, et), [], [], [], [0] * len(shape), common,
+                                [1] * len(shape)).result

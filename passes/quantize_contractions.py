@@ -72,7 +72,7 @@ from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
 from . import cpu_extern
 from .base import PassFailure, TargetedPass
 from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
-from .iree_ir import defining_op, generic, plain_matmul
+from .iree_ir import defining_op, generic, plain_matmul, resized
 from .linalg_analysis import collect
 from .remarks import remark
 from .rounding import round_half_even
@@ -246,14 +246,36 @@ def vnni_packed(wq):
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], i8), packed, [[0, 1, 2, 3]]).result
 
 
+def _kernel_columns(n: int) -> int:
+    """The kernels' column count for N output columns: a multiple of their 32-column tile (the
+    weights are zero-padded at load, the extra columns cut from the result)."""
+    return -(-n // 32) * 32
+
+
+def _first_columns(value, n: int, rows):
+    """value[:, :n] (rows: the row count, an index value, for dynamic rows)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    if value.type.shape[1] == n:
+        return value
+    dyn = ir.ShapedType.get_dynamic_size()
+    m = value.type.shape[0]
+    result = ir.RankedTensorType.get([m, n], value.type.element_type)
+    return tensor.ExtractSliceOp(result, value, [], [rows] if m == dyn else [], [], [0, 0], [m, n], [1, 1]).result
+
+
 def vnni_product(module, xq_u8, wq, kernel_object: str):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
+    k, n = wq.type.shape
+    padded = _kernel_columns(n)
     static = xq_u8.type.has_static_shape
     m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
-    product = cpu_extern.KernelProduct("u8s8", m, wq.type.shape[1], wq.type.shape[0])
+    product = cpu_extern.KernelProduct("u8s8", m, padded, k)
     cpu_extern.declare(module, product, kernel_object)
     rows = None if static else _dim(xq_u8, 0)
-    return cpu_extern.dispatch(product, [xq_u8, vnni_packed(wq)], rows)
+    acc = cpu_extern.dispatch(product, [xq_u8, vnni_packed(resized(wq, [k, padded]))], rows)
+    return _first_columns(acc, n, rows)
 
 
 def s4_vnni_packed(wq4):
@@ -302,12 +324,14 @@ def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
     """f[m, n] = sum_g s4[g, n] * sum_{k in g} (xq[m, k] + 128) * wq4[k, n] (f32), by our
     VNNI kernel (u8 x s4, int4 read as stored)."""
     groups, size, n = wq4.type.shape
+    padded = _kernel_columns(n)
     static = xq_u8.type.has_static_shape
     m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
-    product = cpu_extern.KernelProduct("u8s4", m, n, groups * size, size)
+    product = cpu_extern.KernelProduct("u8s4", m, padded, groups * size, size)
     cpu_extern.declare(module, product, kernel_object)
     rows = None if static else _dim(xq_u8, 0)
-    return cpu_extern.dispatch(product, [xq_u8, s4_vnni_packed(wq4), s4], rows)
+    inputs = [xq_u8, s4_vnni_packed(resized(wq4, [groups, size, padded])), resized(s4, [groups, padded])]
+    return _first_columns(cpu_extern.dispatch(product, inputs, rows), n, rows)
 
 
 def rescale_groups(f, correction, step, zero_point, y0):

@@ -55,21 +55,29 @@ func.func @two_products(%x: tensor<8x64xf32>, %wa: tensor<64x32xf32> {inferx.par
 
 // Dynamic rows (a model's dynamic-batch function) run on the kernel too: the row count is the
 // dispatch's workload and last operand, the executable's workgroup count divides it by the
-// 32-row tile. Output columns that are not a multiple of 32 are declined, with the reason.
+// 32-row tile. Output columns that are not a multiple of the kernel's 32 (16 here): the weight is
+// zero-padded to 32 columns at load and the extra columns cut from the sums. A reduction that is
+// not a multiple of 4 (K=62) is declined, with the reason.
 // REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'dyn.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
-// REMARK: remark: inferx-quantize-contractions: int8: 64x16 weight 'narrow.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: K=64 is not a multiple of 4 or N=16 of 32)
+// REMARK: remark: inferx-quantize-contractions: int8: 64x16 weight 'narrow.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
+// REMARK: remark: inferx-quantize-contractions: int8: 62x32 weight 'odd.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: K=62 is not a multiple of 4)
 // CHECK:       stream.executable private @inferx_u8s8_Dx32x64
 // CHECK:         stream.executable.export public @inferx_u8s8_Dx32x64 workgroups(%[[ROWS:.+]]: index)
 // CHECK:           arith.ceildivui %[[ROWS]], %{{.+}} : index
 // CHECK:         func.func @inferx_u8s8_Dx32x64(%{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %{{.+}}: !stream.binding, %[[M:.+]]: index)
 // CHECK:           stream.binding.subspan {{.*}} -> memref<?x64xi8>{%[[M]]}
 // CHECK:           stream.binding.subspan {{.*}} -> memref<?x32xi32>{%[[M]]}
-// CHECK-LABEL: func.func @dynamic_and_declined(
+// CHECK-LABEL: func.func @dynamic_narrow_odd(
 // CHECK:         tensor.dim
 // CHECK:         flow.dispatch @inferx_u8s8_Dx32x64::@inferx_u8s8_Dx32x64[%[[N:.+]]](%{{.+}}, %{{.+}}, %[[N]]) : (tensor<?x64xi8>{%[[N]]}, tensor<2048xi8>, index) -> tensor<?x32xi32>{%[[N]]}
-// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x64xi8>, tensor<64x16xi8>)
-func.func @dynamic_and_declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "dyn.w"},
-                    %x8: tensor<8x64xf32>, %w16: tensor<64x16xf32> {inferx.parameter = "narrow.w"}) -> (tensor<?x32xf32>, tensor<8x16xf32>) {
+// CHECK:         tensor.insert_slice %{{.+}} into %{{.+}}[0, 0] [64, 16] [1, 1] : tensor<64x16xi8> into tensor<64x32xi8>
+// CHECK:         %[[PADDED:.+]] = flow.dispatch @inferx_u8s8_8x32x64::@inferx_u8s8_8x32x64({{.*}}) : (tensor<8x64xi8>, tensor<2048xi8>) -> tensor<8x32xi32>
+// CHECK:         tensor.extract_slice %[[PADDED]][0, 0] [8, 16] [1, 1] : tensor<8x32xi32> to tensor<8x16xi32>
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<8x62xi8>, tensor<62x32xi8>)
+func.func @dynamic_narrow_odd(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inferx.parameter = "dyn.w"},
+                              %x8: tensor<8x64xf32>, %w16: tensor<64x16xf32> {inferx.parameter = "narrow.w"},
+                              %x62: tensor<8x62xf32>, %w62: tensor<62x32xf32> {inferx.parameter = "odd.w"})
+    -> (tensor<?x32xf32>, tensor<8x16xf32>, tensor<8x32xf32>) {
   %zero = arith.constant 0.0 : f32
   %c0 = arith.constant 0 : index
   %m = tensor.dim %x, %c0 : tensor<?x64xf32>
@@ -79,7 +87,10 @@ func.func @dynamic_and_declined(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {inf
   %e16 = tensor.empty() : tensor<8x16xf32>
   %z16 = linalg.fill ins(%zero : f32) outs(%e16 : tensor<8x16xf32>) -> tensor<8x16xf32>
   %y16 = linalg.matmul {inferx.precision = "i8"} ins(%x8, %w16 : tensor<8x64xf32>, tensor<64x16xf32>) outs(%z16 : tensor<8x16xf32>) -> tensor<8x16xf32>
-  return %y, %y16 : tensor<?x32xf32>, tensor<8x16xf32>
+  %e62 = tensor.empty() : tensor<8x32xf32>
+  %z62 = linalg.fill ins(%zero : f32) outs(%e62 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y62 = linalg.matmul {inferx.precision = "i8"} ins(%x62, %w62 : tensor<8x62xf32>, tensor<62x32xf32>) outs(%z62 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %y, %y16, %y62 : tensor<?x32xf32>, tensor<8x16xf32>, tensor<8x32xf32>
 }
 
 // -----
