@@ -46,9 +46,14 @@ class KernelObject:
     compiler: str  # the compiler's first version line
 
 
-def cache_dir() -> str:
-    root = os.environ.get("INFERX_KERNEL_CACHE") or os.path.join(
+def cache_root() -> str:
+    """$INFERX_KERNEL_CACHE, else $XDG_CACHE_HOME/inferx/kernels, else ~/.cache/inferx/kernels."""
+    return os.environ.get("INFERX_KERNEL_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "inferx", "kernels")
+
+
+def cache_dir() -> str:
+    root = cache_root()
     os.makedirs(root, exist_ok=True)
     return root
 
@@ -75,7 +80,16 @@ def c_compiler() -> tuple[Optional[list[str]], str]:
 
 
 def build(source: str) -> KernelObject:
-    """The object file of `source` (a file name in SOURCES), compiled once and cached."""
+    """The object file of `source` (a file name in SOURCES), compiled once and cached.
+    KernelBuildError names what failed (no compiler, a compile error, an unwritable cache)."""
+    try:
+        return _build(source)
+    except OSError as e:
+        raise KernelBuildError(f"cannot build {source} in the kernel cache {e.filename or cache_root()!r}: "
+                               f"{e.strerror or e} (set INFERX_KERNEL_CACHE to a writable folder)") from None
+
+
+def _build(source: str) -> KernelObject:
     command, version = c_compiler()
     if command is None:
         raise KernelBuildError(version)

@@ -136,3 +136,11 @@ def test_no_c_compiler_is_named(monkeypatch):
     assert command is None and "/nonexistent/cc" in why
     with pytest.raises(cpu_objects.KernelBuildError, match="/nonexistent/cc"):
         cpu_objects.build("u8s8_gemm.c")
+
+
+def test_unwritable_kernel_cache_is_named(monkeypatch, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("INFERX_KERNEL_CACHE", str(blocked / "kernels"))
+    with pytest.raises(cpu_objects.KernelBuildError, match="INFERX_KERNEL_CACHE"):
+        cpu_objects.build("u8s8_gemm.c")
