@@ -265,17 +265,23 @@ def _first_columns(value, n: int, rows):
     return tensor.ExtractSliceOp(result, value, [], [rows] if m == dyn else [], [], [0, 0], [m, n], [1, 1]).result
 
 
+def _kernel_sums(module, kind: str, xq_u8, k: int, n: int, group: int, weight_operands, kernel_object: str):
+    """The sums of our `kind` kernel for the u8 activations xq_u8 [M, K] and N output columns:
+    declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
+    kernel's padded column count), cuts the padded columns. Static or dynamic rows."""
+    padded = _kernel_columns(n)
+    static = xq_u8.type.has_static_shape
+    product = cpu_extern.KernelProduct(kind, xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC, padded, k, group)
+    cpu_extern.declare(module, product, kernel_object)
+    rows = None if static else _dim(xq_u8, 0)
+    return _first_columns(cpu_extern.dispatch(product, [xq_u8, *weight_operands(padded)], rows), n, rows)
+
+
 def vnni_product(module, xq_u8, wq, kernel_object: str):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
     k, n = wq.type.shape
-    padded = _kernel_columns(n)
-    static = xq_u8.type.has_static_shape
-    m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
-    product = cpu_extern.KernelProduct("u8s8", m, padded, k)
-    cpu_extern.declare(module, product, kernel_object)
-    rows = None if static else _dim(xq_u8, 0)
-    acc = cpu_extern.dispatch(product, [xq_u8, vnni_packed(resized(wq, [k, padded]))], rows)
-    return _first_columns(acc, n, rows)
+    return _kernel_sums(module, "u8s8", xq_u8, k, n, 0, lambda padded: [vnni_packed(resized(wq, [k, padded]))],
+                        kernel_object)
 
 
 def s4_vnni_packed(wq4):
@@ -324,14 +330,11 @@ def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
     """f[m, n] = sum_g s4[g, n] * sum_{k in g} (xq[m, k] + 128) * wq4[k, n] (f32), by our
     VNNI kernel (u8 x s4, int4 read as stored)."""
     groups, size, n = wq4.type.shape
-    padded = _kernel_columns(n)
-    static = xq_u8.type.has_static_shape
-    m = xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC
-    product = cpu_extern.KernelProduct("u8s4", m, padded, groups * size, size)
-    cpu_extern.declare(module, product, kernel_object)
-    rows = None if static else _dim(xq_u8, 0)
-    inputs = [xq_u8, s4_vnni_packed(resized(wq4, [groups, size, padded])), resized(s4, [groups, padded])]
-    return _first_columns(cpu_extern.dispatch(product, inputs, rows), n, rows)
+
+    def weights(padded):
+        return [s4_vnni_packed(resized(wq4, [groups, size, padded])), resized(s4, [groups, padded])]
+
+    return _kernel_sums(module, "u8s4", xq_u8, groups * size, n, size, weights, kernel_object)
 
 
 def rescale_groups(f, correction, step, zero_point, y0):
