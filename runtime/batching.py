@@ -179,14 +179,19 @@ class DynamicBatcher:
                    fixed_inputs=getattr(sessions[0], "fixed_inputs", None), **kw)
 
     # -- submitting ---------------------------------------------------------------------
-    def _request(self, feeds: dict, priority: int, timeout_s: Optional[float]) -> PendingRequest:
+    def prepare(self, feeds: dict, priority: int = Priority.NORMAL, timeout_s: Optional[float] = None,
+                future=None) -> PendingRequest:
+        """Check `feeds` against the model's inputs (InputValidationError) and wrap them as a
+        request stamped with this batcher's clock, resolved through `future` (a new
+        concurrent.futures.Future unless given: `loop_batching` passes asyncio futures)."""
         if self._fixed:
             feeds = strip_fixed_inputs(feeds, self._fixed)
         arrays, rows, shape_key = self._check(feeds)
         timeout_s = timeout_s if timeout_s is not None else self.config.default_timeout_s
         now = self.clock.monotonic()
         return PendingRequest(arrays, rows, shape_key, priority, now,
-                              now + timeout_s if timeout_s is not None else None, Future())
+                              now + timeout_s if timeout_s is not None else None,
+                              Future() if future is None else future)
 
     def _check(self, feeds: dict) -> tuple[dict, int, tuple]:
         """Feeds as contiguous arrays keyed by input name, their rows, and their shape key.
@@ -227,7 +232,7 @@ class DynamicBatcher:
 
     def submit(self, feeds: dict, *, priority: int = Priority.NORMAL,
                timeout_s: Optional[float] = None) -> Future:
-        request = self._request(feeds, priority, timeout_s)
+        request = self.prepare(feeds, priority, timeout_s)
         with self._cond:
             self._enqueue(request)
         return request.future
@@ -237,7 +242,7 @@ class DynamicBatcher:
         """Submit and wait. When the queue is empty, nothing runs, and this request alone
         would form a batch at once anyway (it fills the batch, or there is no queue delay),
         it runs in the calling thread: the same decision, without two thread hand-offs."""
-        request = self._request(feeds, priority, timeout_s)
+        request = self.prepare(feeds, priority, timeout_s)
         with self._cond:
             alone_ready = len(self.queue) == 0 and (
                 request.rows >= self.queue.full_rows() or self.config.max_queue_delay_us == 0)
@@ -251,7 +256,7 @@ class DynamicBatcher:
             request.future.set_running_or_notify_cancel()
             batch = Batch([request], request.rows, self.queue.bucket_for(request.rows))
             formed = time.perf_counter()
-            self._finish(batch, self._run(batch, slot=self._slots), formed)
+            self._finish(batch, self.execute(batch, self.inline_slot), formed)
         return request.future.result()
 
     async def submit_async(self, feeds: dict, **kw) -> dict:
@@ -266,7 +271,7 @@ class DynamicBatcher:
                 self._in_flight += 1
         if batch is not None:
             formed = time.perf_counter()
-            self._finish(batch, self._run(batch, slot=0), formed)
+            self._finish(batch, self.execute(batch, 0), formed)
         return batch
 
     def _form(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
@@ -294,13 +299,13 @@ class DynamicBatcher:
                         return
                     self._in_flight += 1
                 formed = time.perf_counter()
-                outcome = self._run(batch, slot)
+                outcome = self.execute(batch, slot)
                 with self._cond:
                     self._in_flight -= 1
                     self._cond.notify()  # the device is free: a partial batch may go now
                     idle = len(self.queue) == 0 and self._in_flight == 0
                 if idle:  # nothing else to run: hand the results out here, one thread hand-off fewer
-                    self._hand_out(batch, outcome, formed)
+                    self.hand_out(batch, outcome, formed)
                 else:
                     self._completions.put((batch, outcome, formed))
         finally:
@@ -310,12 +315,12 @@ class DynamicBatcher:
         """Resolve a batch run outside the batch threads (inline run(), step())."""
         with self._cond:
             self._in_flight -= 1
-        self._hand_out(batch, outcome, formed)
+        self.hand_out(batch, outcome, formed)
 
-    def _hand_out(self, batch: Batch, outcome, formed: float) -> None:
+    def hand_out(self, batch: Batch, outcome, formed: float) -> None:
         """Resolve the batch's futures; its service time (formed -> every result handed out) is
         recorded: gathering the inputs, running, and handing the outputs back."""
-        _resolve(batch, outcome, split=self.batchable)
+        resolve(batch, outcome, split=self.batchable)
         elapsed = time.perf_counter() - formed
         with self._stats_lock:
             self.stats.service_seconds.append(elapsed)
@@ -339,11 +344,23 @@ class DynamicBatcher:
             if isinstance(item, int):  # a batch thread ended
                 running -= 1
             else:
-                self._hand_out(*item)
+                self.hand_out(*item)
 
-    def _run(self, batch: Batch, slot: int):
+    @property
+    def slots(self) -> int:
+        """Input-buffer slots for batches run at once (pipeline depth x instances): slot i runs
+        on instance i mod `instances`; the batch threads use slots 0..slots-1."""
+        return self._slots
+
+    @property
+    def inline_slot(self) -> int:
+        """The slot of batches run outside the batch threads (`run()` inline, `step()`)."""
+        return self._slots
+
+    def execute(self, batch: Batch, slot: int):
         """Run one batch from input-buffer slot `slot`; returns its outputs, or the exception
-        it raised (the batch fails as a whole: every request of it, and only those)."""
+        it raised (the batch fails as a whole: every request of it, and only those). Two batches
+        must never run from one slot at once."""
         if self.batch_observer is not None:
             self.batch_observer(batch, self.clock.monotonic())
         parts = [[r.feeds[name] for r in batch.requests] for name in self._names]
@@ -375,20 +392,24 @@ class DynamicBatcher:
                 t.join()
 
 
-def _resolve(batch: Batch, outcome, split: bool = True) -> None:
+def resolve(batch: Batch, outcome, split: bool = True) -> None:
     """Hand each request its rows of the outputs (or the batch's exception); without `split`,
-    the batch is one request and gets the outputs whole."""
+    the batch is one request and gets the outputs whole. Requests whose future is already done
+    (an asyncio future cancelled while its batch ran) are skipped."""
     if isinstance(outcome, BaseException):
         for r in batch.requests:
-            r.future.set_exception(outcome)
+            if not r.future.done():
+                r.future.set_exception(outcome)
         return
     if not split:
-        batch.requests[0].future.set_result(outcome)
+        if not batch.requests[0].future.done():
+            batch.requests[0].future.set_result(outcome)
         return
     start = 0
     for r in batch.requests:
         stop = start + r.rows
-        r.future.set_result({name: arr[start:stop].copy() for name, arr in outcome.items()})
+        if not r.future.done():
+            r.future.set_result({name: arr[start:stop].copy() for name, arr in outcome.items()})
         start = stop
 
 

@@ -21,6 +21,7 @@ from http import HTTPStatus
 from typing import Optional
 
 import numpy as np
+import orjson
 
 from inferx_compiler.errors import InferXError
 
@@ -99,10 +100,7 @@ def parse_request(body: bytes, header_length: Optional[str], specs, output_names
     """Decode an infer request body; names (unknown or repeated), datatypes and element counts
     are checked here, shapes against the model by the batcher."""
     header, binary = _split_body(body, header_length)
-    try:
-        doc = json.loads(header)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RequestError(f"request body is not valid JSON ({e})") from None
+    doc = loads(header)
     if not isinstance(doc, dict) or not isinstance(doc.get("inputs"), list):
         raise RequestError('request body must be a JSON object with an "inputs" list')
     feeds, offset, seen = {}, 0, set()
@@ -161,8 +159,45 @@ def encode_response(model: str, version: str, request: InferRequest,
     doc = {"model_name": model, "model_version": version, "outputs": entries}
     if request.id is not None:
         doc["id"] = request.id
-    header = json.dumps(doc).encode()
+    header = dumps(doc)
     return (header + b"".join(chunks), len(header)) if chunks else (header, None)
+
+
+def loads(text: bytes):
+    """A JSON document (orjson, several times faster than the standard library's json). Bodies
+    orjson refuses are read again by the standard library, which also takes the NaN and
+    Infinity literals Python's json clients write; RequestError when neither can."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RequestError(f"request body is not valid JSON ({e})") from None
+
+
+def dumps(doc) -> bytes:
+    """`doc` as JSON bytes. orjson writes NaN and infinities as null; a document holding them is
+    written by the standard library instead (NaN, Infinity: what Python's json clients read), as
+    is one orjson cannot write (an integer past 64 bits echoed in "id")."""
+    try:
+        text = orjson.dumps(doc)
+    except TypeError:
+        return json.dumps(doc).encode()
+    if b"null" in text and _has_non_finite(doc):
+        return json.dumps(doc).encode()
+    return text
+
+
+def _has_non_finite(value) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def _split_body(body: bytes, header_length: Optional[str]) -> tuple[bytes, bytes]:

@@ -23,9 +23,7 @@ Status codes (HTTP; gRPC answers the equivalent code, and its requests are count
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections import deque
 from typing import Callable, Optional
 
 from inferx_compiler.errors import InferXError, InputValidationError
@@ -33,6 +31,7 @@ from inferx_compiler.heatmap import input_length_bin
 
 from .batch_queue import QueueFullError, RequestTimeoutError
 from .kserve import InferRequest, RequestError
+from .loop_batching import LoopBatcher
 from .repository import ModelRepository, ModelVersion
 from .serving_metrics import ServingMetrics
 
@@ -70,52 +69,6 @@ def error_message(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-class FutureBridge:
-    """concurrent.futures.Future -> asyncio.Future on one loop, with one loop wake-up per burst of
-    results (a batch resolves many futures at once; `asyncio.wrap_future` would write to the
-    loop's self-pipe once per future)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self._done: deque = deque()
-        self._lock = threading.Lock()
-        self._scheduled = False
-
-    def wrap(self, future) -> asyncio.Future:
-        waiter = self.loop.create_future()
-        waiter.add_done_callback(lambda w: w.cancelled() and future.cancel())  # the caller gave up
-        future.add_done_callback(lambda f: self._resolved(waiter, f))
-        return waiter
-
-    def _resolved(self, waiter, future) -> None:
-        self._done.append((waiter, future))
-        with self._lock:
-            if self._scheduled:
-                return
-            self._scheduled = True
-        try:
-            self.loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:  # the loop is closed: nobody waits any more
-            pass
-
-    def _drain(self) -> None:
-        with self._lock:
-            self._scheduled = False
-        done = self._done
-        while done:
-            waiter, future = done.popleft()
-            if waiter.done():
-                continue
-            if future.cancelled():
-                waiter.cancel()
-                continue
-            error = future.exception()
-            if error is None:
-                waiter.set_result(future.result())
-            else:
-                waiter.set_exception(error)
-
-
 class InferenceCore:
     def __init__(self, repository: ModelRepository, metrics: Optional[ServingMetrics] = None, *,
                  queue_timeout_s: Optional[float] = None):
@@ -127,7 +80,7 @@ class InferenceCore:
         self.version = __version__
         # set at shutdown: readiness turns false; requests already received are still served
         self.draining = False
-        self._bridges: dict = {}
+        self._loop_batchers: dict = {}  # (loop, lane) -> LoopBatcher
         for model in repository.all():
             for lane in model.service.scheduler.lanes:
                 lane.batcher.batch_observer = self.metrics.batch_observer(model.name, model.version)
@@ -204,12 +157,26 @@ class InferenceCore:
                                    f"{model.max_batch_size}: split it into requests of at most "
                                    f"{model.max_batch_size} rows")
         timeout_s = request.timeout_s if request.timeout_s is not None else self.queue_timeout_s
-        future = model.service.scheduler.submit(feeds, timeout_s=timeout_s)
-        return await self._bridge().wrap(future)
+        scheduler = model.service.scheduler
+        lane = scheduler.route(feeds)
+        scheduler.routed[lane.name] += 1
+        return await self._loop_batcher(lane).infer(feeds, timeout_s=timeout_s)
 
-    def _bridge(self) -> FutureBridge:
+    def _loop_batcher(self, lane) -> LoopBatcher:
+        """The lane's batcher in the running loop (made on first use)."""
         loop = asyncio.get_running_loop()
-        bridge = self._bridges.get(loop)
-        if bridge is None:
-            bridge = self._bridges[loop] = FutureBridge(loop)
-        return bridge
+        key = (loop, lane.name, id(lane))
+        batcher = self._loop_batchers.get(key)
+        if batcher is None:
+            full_batch_s = lane.batcher.config.max_batch_size * lane.batcher.instances / max(lane.speed, 1e-12)
+            batcher = self._loop_batchers[key] = LoopBatcher(lane.batcher, loop, full_batch_run_s=full_batch_s,
+                                                             name=lane.name)
+            lane.loop_queues.append(batcher.queue)
+        return batcher
+
+    async def aclose(self) -> None:
+        """Run what the running loop's batchers hold, then stop their threads (at shutdown,
+        once the front ends stopped taking requests)."""
+        loop = asyncio.get_running_loop()
+        mine = [b for (owner, _, _), b in self._loop_batchers.items() if owner is loop]
+        await asyncio.gather(*(b.aclose() for b in mine))

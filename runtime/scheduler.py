@@ -14,7 +14,7 @@ artifact's bucket latency table for that device kind or measured when the lane s
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -36,9 +36,12 @@ class Lane:
     batcher: DynamicBatcher
     speed: float  # rows per second at max batch; higher is faster
     latency_target_ms: Optional[float] = None
+    # queues fed from event loops (loop_batching.LoopBatcher) in front of this lane's model
+    loop_queues: list = field(default_factory=list)
 
     def expected_wait(self) -> float:
-        return len(self.batcher.queue) / max(self.speed, 1e-9)
+        queued = len(self.batcher.queue) + sum(len(q) for q in self.loop_queues)
+        return queued / max(self.speed, 1e-9)
 
 
 @dataclass(frozen=True)

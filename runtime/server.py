@@ -205,6 +205,7 @@ class InferenceServer:
                 grpc_server = None
             await asyncio.gather(*waits, return_exceptions=True)
         finally:
+            await self.core.aclose()  # what the loop's batchers still hold runs
             self.http.close()
             if grpc_server is not None:
                 await grpc_server.stop(None)
