@@ -22,8 +22,9 @@ For each artifact (with --batch-sizes buckets):
 Front ends (--front-ends): the trivial model through `inferx-serve` over HTTP (JSON; wrk) and
 gRPC (h2load), with one and several worker processes, beside the same artifact driven in
 process (`inferx-bench`) and the previous server (runtime/server.py, kserve.py and metrics.py
-as of --old-rev, loaded from git into a temporary package), all measured in the same run with
-the same batching flags:
+as of --old-rev, loaded from git into a temporary package) and the front-end libraries alone
+(uvicorn and grpc.aio answering a fixed response: the floor under any server built on them),
+all measured in the same run with the same batching flags:
 
     python tools/serving_figures.py --front-ends [--trivial T.ixa] [--workers 1,2]
         [--concurrency 16,64,256] [--duration 5] [--old-rev 1016ad7] [--out DIR]
@@ -337,6 +338,56 @@ except KeyboardInterrupt:
 """
 
 
+# The front-end libraries alone: a fixed answer to every infer request, no model, no checks,
+# on the same event loop kind (uvloop) as inferx-serve: what uvicorn and grpc.aio cost a request.
+FLOOR_RUNNER = """
+import asyncio, socket, sys
+import grpc, uvicorn, uvloop
+from tritonclient.grpc import service_pb2 as pb, service_pb2_grpc as pbg
+
+ANSWER = b'{"model_name":"trivial","model_version":"1","outputs":[{"name":"y","datatype":"FP32","shape":[1,4],"data":[1.0,1.0,1.0,1.0]}]}'
+
+
+async def http_app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(ANSWER)).encode())]})
+    await send({"type": "http.response.body", "body": ANSWER})
+
+
+class Servicer(pbg.GRPCInferenceServiceServicer):
+    async def ModelInfer(self, request, context):
+        response = pb.ModelInferResponse(model_name="trivial", model_version="1")
+        response.outputs.add(name="y", datatype="FP32", shape=[1, 4])
+        response.raw_output_contents.append(bytes(16))
+        return response
+
+
+async def main():
+    server = grpc.aio.server()
+    pbg.add_GRPCInferenceServiceServicer_to_server(Servicer(), server)
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(http_app, loop="none", lifespan="off", access_log=False, log_config=None,
+                            log_level="warning", http="httptools")
+    http = uvicorn.Server(config)
+    task = asyncio.create_task(http.serve(sockets=[sock]))
+    while not http.started:
+        await asyncio.sleep(0.01)
+    print(f"serving trivial on http://127.0.0.1:{sock.getsockname()[1]} and grpc://127.0.0.1:{grpc_port}", flush=True)
+    await task
+
+
+uvloop.install()
+asyncio.run(main())
+"""
+
+
 def _old_server_package(rev: str) -> str:
     """runtime/server.py, kserve.py and metrics.py as of `rev`, as package inferx_old_server in a
     temporary folder (its batch_queue import goes to the current runtime's)."""
@@ -405,6 +456,9 @@ def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], 
     def meta_of(url):
         return _json.loads(urllib.request.urlopen(url + "/v2/models/trivial", timeout=30).read())
 
+    def meta_of_floor():  # the trivial model's interface, for the servers that have no model
+        return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]}
+
     # in process: inferx-bench, closed loop, the same Service options
     for c in concurrency:
         r = _bench(trivial, "cpu", ["--instances", str(instances), "--concurrency", str(c), "--duration",
@@ -421,6 +475,19 @@ def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], 
         for c in concurrency:
             record(f"previous server ({old_rev})", "HTTP JSON", 1,
                    http_load.wrk(url, "/v2/models/trivial/infer", body, headers, c, duration))
+    finally:
+        _stop(proc)
+    # the front-end libraries alone (a fixed answer, no model): the floor under inferx-serve's cost
+    proc, m = _start([sys.executable, "-c", FLOOR_RUNNER], r"serving trivial on (http://\S+) and grpc://(\S+)$")
+    try:
+        url, address = m.group(1), m.group(2)
+        body, headers = http_load._request(meta_of_floor(), 1, seed=0, binary=False)
+        for c in concurrency:
+            record("uvicorn alone (fixed answer)", "HTTP JSON", 1,
+                   http_load.wrk(url, "/v2/models/trivial/infer", body, headers, c, duration))
+        grpc_body = http_load.grpc_body(meta_of_floor(), "trivial", 1)
+        for c in concurrency:
+            record("grpc.aio alone (fixed answer)", "gRPC", 1, http_load.h2load_grpc(address, grpc_body, c, duration))
     finally:
         _stop(proc)
     # inferx-serve, HTTP and gRPC, at each worker count

@@ -22,10 +22,12 @@ SEQ_SPECS = [TensorSpec("x", "float32", ("batch", "seq"))]
 
 
 class Model:
-    """y = 2x; records each batch's rows and the thread it ran in; sleeps `seconds` a run."""
+    """y = 2x; records each batch's rows and the thread it ran in; sleeps `seconds` a run (or
+    spends them on the CPU, `spin`)."""
 
-    def __init__(self, seconds: float = 0.0, fail_on=None):
+    def __init__(self, seconds: float = 0.0, fail_on=None, spin: bool = False):
         self.seconds = seconds
+        self.spin = spin
         self.fail_on = fail_on
         self.rows: list[int] = []
         self.threads: list[int] = []
@@ -34,7 +36,11 @@ class Model:
         x = feeds["x"]
         self.rows.append(x.shape[0])
         self.threads.append(threading.get_ident())
-        if self.seconds:
+        if self.seconds and self.spin:
+            until = time.thread_time() + self.seconds
+            while time.thread_time() < until:
+                pass
+        elif self.seconds:
             time.sleep(self.seconds)
         if self.fail_on is not None and np.any(x[:, 0] == self.fail_on):
             raise RuntimeError(f"boom on {self.fail_on}")
@@ -117,11 +123,27 @@ def test_the_loop_keeps_going_while_a_long_batch_runs():
 def test_a_batch_that_runs_over_the_budget_leaves_the_loop_after_three_runs():
     async def main():
         loop_thread = threading.get_ident()
-        model = Model(seconds=INLINE_BUDGET_S * 20)
+        model = Model(seconds=INLINE_BUDGET_S * 20, spin=True)
         lb = loop_batcher(model, cheap=True, max_batch_size=1)
         for v in range(5):
             await lb.infer(req(v))
         assert [t == loop_thread for t in model.threads] == [True, True, True, False, False]
+        await lb.aclose()
+
+    run(main())
+
+
+def test_waiting_is_not_counted_against_the_budget():
+    """A run that waits (for the interpreter lock, the scheduler, a device) without using the
+    loop thread's CPU stays in the loop: what counts is the CPU time it takes."""
+
+    async def main():
+        loop_thread = threading.get_ident()
+        model = Model(seconds=INLINE_BUDGET_S * 20)
+        lb = loop_batcher(model, cheap=True, max_batch_size=1)
+        for v in range(5):
+            await lb.infer(req(v))
+        assert all(t == loop_thread for t in model.threads)
         await lb.aclose()
 
     run(main())
