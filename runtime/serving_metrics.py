@@ -9,6 +9,9 @@ several worker processes share the ports).
                                                                         by HTTP status code ("200", "400",
                                                                         ...; gRPC: the equivalent code)
     inference_in_flight{model}                                          gauge: infer requests being served
+                                                                        (exact when idle and for this
+                                                                        process's scrape; other workers'
+                                                                        at most 64 changes old)
 
 Requests for a model (or version) the server does not have count under model="" (or
 model_version=""), so a client cannot grow the label set. `input_length_bin` is tiny (1-128
@@ -33,6 +36,7 @@ QUEUE_DELAY_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.
                        1.0, 5.0)
 BATCH_SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+IN_FLIGHT_PUBLISH_EVERY = 64
 
 class ServingMetrics:
     """The five families, in their own registry (several servers may live in one process,
@@ -69,6 +73,8 @@ class ServingMetrics:
                                **gauge_kw, **reg)
         self._children: dict = {}
         self._lock = threading.Lock()
+        self._in_flight: dict[str, int] = {}
+        self._changes = 0
 
     # -- children cached by label values: a labels() lookup costs more than the update -------
     def _child(self, metric, *values):
@@ -81,11 +87,25 @@ class ServingMetrics:
                     child = self._children[key] = metric.labels(*values)
         return child
 
+    # -- in flight: counted here, written to the gauge when a model goes idle, every
+    # IN_FLIGHT_PUBLISH_EVERY changes and at every scrape of this process (two gauge updates a
+    # request were a tenth of a trivial request's cost). Called from the serving loop's thread.
     def request_started(self, model: str) -> None:
-        self._child(self.in_flight, model).inc()
+        self._in_flight_changed(model, 1)
 
     def request_finished(self, model: str) -> None:
-        self._child(self.in_flight, model).dec()
+        self._in_flight_changed(model, -1)
+
+    def _in_flight_changed(self, model: str, delta: int) -> None:
+        count = self._in_flight[model] = self._in_flight.get(model, 0) + delta
+        self._changes += 1
+        if count == 0 or self._changes >= IN_FLIGHT_PUBLISH_EVERY:
+            self._publish_in_flight()
+
+    def _publish_in_flight(self) -> None:
+        self._changes = 0
+        for model, count in list(self._in_flight.items()):
+            self._child(self.in_flight, model).set(count)
 
     def observe_request(self, model: str, version: str, status: int, seconds: Optional[float],
                         length_bin: Optional[str]) -> None:
@@ -112,6 +132,7 @@ class ServingMetrics:
         """The /metrics body (text format 0.0.4) and its content type."""
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+        self._publish_in_flight()
         if self.multiprocess:
             from prometheus_client import multiprocess
 
