@@ -302,11 +302,11 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 def _c_kernels_used(dispatches: list) -> dict:
     """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
-    targets: the VNNI kernel), for the manifest: a rebuild with another C compiler can differ."""
+    targets: the VNNI and AMX kernels), for the manifest: a rebuild with another C compiler can differ."""
     from .kernels import cpu_objects
 
     used = {}
-    for kind in ("u8s8", "u8s4"):
+    for kind in ("u8s8", "u8s4", "bf16_amx"):
         if any(d.get("dispatch", "").startswith(f"inferx_{kind}_") for d in dispatches):
             built = cpu_objects.build(f"{kind}_gemm.c")  # cached: the object the build linked
             used[f"{kind}_gemm.c"] = {"object_sha256": built.sha256, "c_compiler": built.compiler}

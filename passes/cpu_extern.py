@@ -38,7 +38,7 @@ DYNAMIC = -1  # rows known only at run time
 class KernelProduct:
     """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
 
-    kind: str  # "u8s8" (s32 sums) | "u8s4" (f32, group-scaled sums)
+    kind: str  # "u8s8" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx" (f32 sums)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
@@ -60,8 +60,14 @@ class KernelProduct:
         return f"{self.kind}_gemm.c"
 
     def tile(self) -> tuple[int, int]:
-        """(rows, columns) a workgroup computes: 64 columns where N allows (else 32), up to 32 rows
-        (in steps of the kernels' 8-row register tile)."""
+        """(rows, columns) a workgroup computes. VNNI kernels: 64 columns where N allows (else 32),
+        up to 32 rows (in steps of their 8-row register tile). AMX: 128 or 64 columns where N
+        allows (else 32), up to 128 rows in steps of 32 (its 32x32 accumulator block; a larger
+        tile reads each operand tile for more products)."""
+        if self.kind == "bf16_amx":
+            columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
+            rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
+            return rows, columns
         columns = 64 if self.n % 64 == 0 else 32
         rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // 8) * 8)
         return rows, columns
@@ -72,6 +78,8 @@ class KernelProduct:
         rows = "?" if self.m == DYNAMIC else self.m
         if self.kind == "u8s8":
             return [([rows, self.k], "i8"), ([self.n * self.k], "i8"), ([rows, self.n], "i32")]
+        if self.kind == "bf16_amx":
+            return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
         return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
                 ([rows, self.n], "f32")]
 
@@ -188,6 +196,40 @@ def dispatch(product: KernelProduct, inputs: list, rows=None):
     return op.results[0]
 
 
+def kernel_columns(n: int) -> int:
+    """The kernels' column count for N output columns: a multiple of their 32-column tile (the
+    weights are zero-padded at load, the extra columns cut from the result)."""
+    return -(-n // 32) * 32
+
+
+def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_operands, kernel_object: str):
+    """C[M, N] of our `kind` kernel for the left operand a [M, K] (u8 activations, or bf16 for
+    AMX): declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
+    kernel's padded column count), cuts the padded columns. Static or dynamic rows."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    padded = kernel_columns(n)
+    static = a.type.has_static_shape
+    product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group)
+    declare(module, product, kernel_object)
+    rows = None if static else tensor.dim(a, arith.constant(ir.IndexType.get(), 0))
+    return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)
+
+
+def _first_columns(value, n: int, rows):
+    """value[:, :n] (rows: the row count, an index value, for dynamic rows)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    if value.type.shape[1] == n:
+        return value
+    dyn = ir.ShapedType.get_dynamic_size()
+    m = value.type.shape[0]
+    result = ir.RankedTensorType.get([m, n], value.type.element_type)
+    return tensor.ExtractSliceOp(result, value, [], [rows] if m == dyn else [], [], [0, 0], [m, n], [1, 1]).result
+
+
 def _symbol(op) -> str:
     from iree.compiler import ir
 
@@ -196,7 +238,9 @@ def _symbol(op) -> str:
 
 DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register tile, vpdpbusd"),
                 "u8s4": ("inferx_u8s4 (C, AVX-512 VNNI)", "i4", "8x32 register tile, s4 widened in registers, "
-                                                                   "vpdpbusd, f32 group scales")}
+                                                                   "vpdpbusd, f32 group scales"),
+                "bf16_amx": ("inferx_bf16_amx (C, AMX)", "bf16", "32x32 blocks in four AMX tiles, tdpbf16ps, "
+                                                                  "f32 sums")}
 
 
 def _annotate_entry(executable, p: KernelProduct) -> None:
@@ -218,8 +262,9 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         "flops": ir.IntegerAttr.get(i64, p.flops()),
         "linalg_ops": ir.IntegerAttr.get(i64, 0), "fused": ir.ArrayAttr.get([])})
     config = ir.DictAttr.get({
-        "source": ir.StringAttr.get("rule (inferx-quantize-contractions)"),
-        "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol.split('_', 2)[2]}"),
+        "source": ir.StringAttr.get("rule (inferx-amx-matmul)" if p.kind == "bf16_amx"
+                                    else "rule (inferx-quantize-contractions)"),
+        "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),
         "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, {how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})
     inner = [op for op in executable.regions[0].blocks[0].operations if op.name == "builtin.module"][0]

@@ -246,41 +246,10 @@ def vnni_packed(wq):
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], i8), packed, [[0, 1, 2, 3]]).result
 
 
-def _kernel_columns(n: int) -> int:
-    """The kernels' column count for N output columns: a multiple of their 32-column tile (the
-    weights are zero-padded at load, the extra columns cut from the result)."""
-    return -(-n // 32) * 32
-
-
-def _first_columns(value, n: int, rows):
-    """value[:, :n] (rows: the row count, an index value, for dynamic rows)."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import tensor
-
-    if value.type.shape[1] == n:
-        return value
-    dyn = ir.ShapedType.get_dynamic_size()
-    m = value.type.shape[0]
-    result = ir.RankedTensorType.get([m, n], value.type.element_type)
-    return tensor.ExtractSliceOp(result, value, [], [rows] if m == dyn else [], [], [0, 0], [m, n], [1, 1]).result
-
-
-def _kernel_sums(module, kind: str, xq_u8, k: int, n: int, group: int, weight_operands, kernel_object: str):
-    """The sums of our `kind` kernel for the u8 activations xq_u8 [M, K] and N output columns:
-    declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
-    kernel's padded column count), cuts the padded columns. Static or dynamic rows."""
-    padded = _kernel_columns(n)
-    static = xq_u8.type.has_static_shape
-    product = cpu_extern.KernelProduct(kind, xq_u8.type.shape[0] if static else cpu_extern.DYNAMIC, padded, k, group)
-    cpu_extern.declare(module, product, kernel_object)
-    rows = None if static else _dim(xq_u8, 0)
-    return _first_columns(cpu_extern.dispatch(product, [xq_u8, *weight_operands(padded)], rows), n, rows)
-
-
 def vnni_product(module, xq_u8, wq, kernel_object: str):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
     k, n = wq.type.shape
-    return _kernel_sums(module, "u8s8", xq_u8, k, n, 0, lambda padded: [vnni_packed(resized(wq, [k, padded]))],
+    return cpu_extern.kernel_product(module, "u8s8", xq_u8, k, n, 0, lambda padded: [vnni_packed(resized(wq, [k, padded]))],
                         kernel_object)
 
 
@@ -334,7 +303,7 @@ def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
     def weights(padded):
         return [s4_vnni_packed(resized(wq4, [groups, size, padded])), resized(s4, [groups, padded])]
 
-    return _kernel_sums(module, "u8s4", xq_u8, groups * size, n, size, weights, kernel_object)
+    return cpu_extern.kernel_product(module, "u8s4", xq_u8, groups * size, n, size, weights, kernel_object)
 
 
 def rescale_groups(f, correction, step, zero_point, y0):

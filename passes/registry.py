@@ -25,6 +25,7 @@ _PASSES = {
     "inferx-unbroadcast-matmul": "unbroadcast_matmul:UnbroadcastMatmul",
     "inferx-split-reduction": "split_reduction:SplitReduction",
     "inferx-hopper-matmul": "hopper_matmul:HopperMatmul",
+    "inferx-amx-matmul": "amx_matmul:AmxMatmul",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
     "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",

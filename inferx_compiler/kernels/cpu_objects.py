@@ -32,7 +32,7 @@ FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack
                 "-fno-asynchronous-unwind-tables", "-fvisibility=hidden", "-fno-exceptions")
 # ISA flags per kernel source
 _VNNI = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")
-SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI}
+SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-bf16")}
 
 
 class KernelBuildError(InferXError):
@@ -125,5 +125,16 @@ def vnni_kernel_declined(target, k: int, n: int, group: int = 0) -> Optional[str
         return f"int4 groups of {group} are not a multiple of 8"
     if k * 255 * 128 >= 2**31:
         return f"K={k}: its s32 sums could overflow"
+    command, why = c_compiler()
+    return None if command is not None else why
+
+
+def amx_kernel_declined(target, k: int) -> Optional[str]:
+    """Why our AMX kernel (bf16_amx_gemm.c) cannot take a bf16 product with a [K, N] weight on
+    `target` (None: it can). Any N: the weight is zero-padded to the kernel's columns at load."""
+    if target.backend != "llvm-cpu" or "amx_bf16" not in target.features:
+        return f"target '{target.name}' has no AMX (amx_bf16)"
+    if k % 32:
+        return f"K={k} is not a multiple of 32 (the AMX tile's bf16 depth)"
     command, why = c_compiler()
     return None if command is not None else why

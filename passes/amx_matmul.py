@@ -1,0 +1,157 @@
+"""inferx-amx-matmul: bf16 matmuls against stored weights on CPUs with AMX, through our kernel.
+
+IREE 3.13 has no AMX code: its bf16 matmuls on a Sapphire Rapids-class CPU run its AVX-512
+`vdpbf16ps` microkernel (32 multiply-adds an instruction). This pass replaces each
+`linalg.matmul` with bf16 operands and an f32 accumulator whose right-hand operand is computed
+from stored parameters alone (a weight truncated to bf16 by inferx-apply-precision, directly or
+through the transpose of a Gemm with transB=1) by a `flow.dispatch` to
+inferx_compiler/kernels/bf16_amx_gemm.c (`tdpbf16ps`: a 16x32 by 32x16 bf16 tile product into
+16x16 f32 sums, 8192 multiply-adds an instruction), linked through passes/cpu_extern.py:
+
+    y[M, N] = init + a[M, K] b[K, N]    ->    c = amx(a, pack(pad(b)))[:, :N];  y = init + c
+                                               (y = c when init is a zero fill)
+
+`pack` lays the weight out in the kernel's 16-column, 32-deep tiles (bf16 pairs along K); it
+depends on the parameters alone, so IREE computes it once, at load, as it does the truncation.
+Numbers: the same bf16 inputs, f32 sums (in another order than IREE's).
+
+Declined, with a remark: targets without AMX (amx_bf16), operands other than bf16 x bf16 ->
+f32, a right-hand operand that is not computed from parameters alone (attention's products),
+transposed or broadcast indexing maps, K not a multiple of 32, a build machine without a C
+compiler. Spelled `inferx-amx-matmul{target=x86-amx}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar, Optional
+
+from inferx_compiler.dialects.inferx import PARAMETER_ATTR
+
+from . import cpu_extern
+from .base import TargetedPass
+from .func_util import arg_attrs
+from .iree_ir import generic, is_zero_fill, resized
+from .linalg_analysis import collect, indexing_maps
+from .remarks import remark
+
+_FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape",
+                    "tensor.empty", "arith.constant")
+
+
+def from_parameters(value, depth: int = 0) -> bool:
+    """Whether `value` is computed from parameter arguments (and constants) alone: what IREE
+    evaluates once, at load."""
+    from iree.compiler import ir
+
+    if depth > 16:
+        return False
+    if isinstance(value, ir.BlockArgument):
+        func_op = value.owner.owner
+        if func_op is None or func_op.operation.name != "func.func":
+            return False
+        attrs = arg_attrs(func_op.operation)
+        return value.arg_number < len(attrs) and PARAMETER_ATTR in attrs[value.arg_number]
+    op = value.owner
+    if op.name not in _FROM_PARAMETERS:
+        return False
+    tensors = [v for v in op.operands if isinstance(v.type, ir.ShapedType)]
+    return all(from_parameters(v, depth + 1) for v in tensors)
+
+
+def amx_form(op) -> tuple[Optional[tuple[int, int, int]], str]:
+    """((M or -1, N, K), "") for a matmul the kernel takes, or (None, why not)."""
+    from iree.compiler import ir
+
+    a, b, init = op.operands[:3]
+    types = [str(v.type.element_type) for v in (a, b, init)]
+    if types != ["bf16", "bf16", "f32"]:
+        return None, f"{types[0]} x {types[1]} -> {types[2]}: the kernel takes bf16 x bf16 -> f32"
+    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
+    plain = [ir.AffineMap.get(3, 0, e) for e in ([d0, d2], [d2, d1], [d0, d1])]
+    maps = indexing_maps(op)
+    if maps and [str(m) for m in maps] != [str(m) for m in plain]:
+        return None, "transposed or broadcast indexing maps"
+    if not b.type.has_static_shape or b.type.rank != 2:
+        return None, "a dynamic right-hand operand"
+    k, n = b.type.shape
+    if not from_parameters(b):
+        return None, "the right-hand operand is not computed from stored weights alone"
+    m = a.type.shape[0] if a.type.has_static_shape else cpu_extern.DYNAMIC
+    return (m, n, k), ""
+
+
+def amx_packed(w):
+    """w [K, N] bf16 in the kernel's layout (kernels/bf16_amx_gemm.c), flattened: element
+    (nb, kb, r, c, p) = w[32 kb + 2 r + p, 16 nb + c]. Depends on the weight alone."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    k, n = w.type.shape
+    bf16 = w.type.element_type
+    d = [ir.AffineDimExpr.get(i) for i in range(5)]  # (nb, kb, r, c, p)
+    maps = [ir.AffineMap.get(5, 0, [d[1] * 32 + d[2] * 2 + d[4], d[0] * 16 + d[3]]), ir.AffineMap.get_identity(5)]
+    packed = generic([w], tensor.EmptyOp([n // 16, k // 32, 16, 16, 2], bf16).result, maps, ["parallel"] * 5,
+                     lambda b: b.arguments[0])
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], bf16), packed, [[0, 1, 2, 3, 4]]).result
+
+
+def add_init(c, init):
+    """init + c, elementwise (f32)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    identity = ir.AffineMap.get_identity(2)
+    return generic([c], init, [identity, identity], ["parallel"] * 2,
+                   lambda b: arith.addf(b.arguments[1], b.arguments[0]))
+
+
+@dataclasses.dataclass(frozen=True)
+class AmxMatmul(TargetedPass):
+    """bf16 matmuls against stored weights to our AMX kernel on CPUs with AMX."""
+
+    name: ClassVar[str] = "inferx-amx-matmul"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "bf16 matmuls with stored weights on AMX tiles (our C kernel)"
+
+    def run(self, module) -> None:
+        from inferx_compiler.kernels import cpu_objects
+
+        target = self.target_record()
+        matmuls = collect(module, lambda o: o.name == "linalg.matmul")
+        if not matmuls or target.backend != "llvm-cpu":
+            return
+        obj = None
+        for op in matmuls:
+            if str(op.operands[0].type.element_type) != "bf16":
+                continue  # not a bf16 matmul: nothing for this pass
+            form, why = amx_form(op)
+            if form is None:
+                remark(self.name, op, f"declined: {why}")
+                continue
+            m, n, k = form
+            why = cpu_objects.amx_kernel_declined(target, k)
+            if why is None and obj is None:
+                try:
+                    obj = cpu_objects.build("bf16_amx_gemm.c").path
+                except cpu_objects.KernelBuildError as e:
+                    why = str(e)
+            if why is not None:
+                remark(self.name, op, f"declined: {why}")
+                continue
+            rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
+            remark(self.name, op, f"bf16 {rows} x {k}x{n} weight on AMX (inferx_bf16_amx, weight packed at load)")
+            with op.context:
+                _rewrite(module, op, k, n, obj)
+
+
+def _rewrite(module, op, k: int, n: int, kernel_object: str) -> None:
+    from iree.compiler import ir
+
+    a, b, init = op.operands[:3]
+    with ir.InsertionPoint(op), op.location:
+        c = cpu_extern.kernel_product(module, "bf16_amx", a, k, n, 0,
+                                      lambda padded: [amx_packed(resized(b, [k, padded]))], kernel_object)
+        y = c if is_zero_fill(init) else add_init(c, init)
+    op.results[0].replace_all_uses_with(y)
+    op.erase()
