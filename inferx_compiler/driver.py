@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -306,8 +307,8 @@ def _c_kernels_used(dispatches: list) -> dict:
     from .kernels import cpu_objects
 
     used = {}
-    for kind in ("u8s8", "u8s4", "bf16_amx"):
-        if any(d.get("dispatch", "").startswith(f"inferx_{kind}_") for d in dispatches):
+    for kind in ("u8s8", "u8s4", "bf16_amx", "u8s8_amx"):
+        if any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
             built = cpu_objects.build(f"{kind}_gemm.c")  # cached: the object the build linked
             used[f"{kind}_gemm.c"] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
     return used

@@ -146,7 +146,7 @@ MATMUL_TILE_BYTES_OPTION = "iree-llvmcpu-matmul-tile-bytes"  # the data-tiled ma
 IREE_MATMUL_TILE_BYTES = 256 * 1024  # IREE 3.13's default for it
 DATA_TILING_OPS = ("matmul", "scaled_matmul", "convolution")
 
-_X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16")
+_X86_FEATURES = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")
 
 
 LARGE_L2_TILE_BYTES = 1 << 20  # the budget where the per-core L2 holds it
@@ -234,7 +234,8 @@ _STATIC_TARGETS = (
     Target("x86-amx", "x86-64 with AVX-512 (bf16, VNNI) and AMX (Sapphire Rapids, Emerald Rapids, Granite "
            "Rapids)", "llvm-cpu", "sapphirerapids", 512, ("f32", "bf16", "i8"), triple="x86_64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
-           features=("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16"), cores=4,
+           features=("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"),
+           cores=4,
            l1_bytes=48 * 1024, l2_bytes=2 * 1024 * 1024, conv_microkernel=True),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",

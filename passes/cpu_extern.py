@@ -32,13 +32,14 @@ import dataclasses
 # CPU target the build uses (as for the generic CUDA target of the Hopper kernels).
 X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">'
 DYNAMIC = -1  # rows known only at run time
+AMX_KINDS = ("bf16_amx", "u8s8_amx")  # kernels on AMX tiles (32x32 blocks)
 
 
 @dataclasses.dataclass(frozen=True)
 class KernelProduct:
     """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
 
-    kind: str  # "u8s8" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx" (f32 sums)
+    kind: str  # "u8s8", "u8s8_amx" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx" (f32 sums)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
@@ -64,7 +65,7 @@ class KernelProduct:
         up to 32 rows (in steps of their 8-row register tile). AMX: 128 or 64 columns where N
         allows (else 32), up to 128 rows in steps of 32 (its 32x32 accumulator block; a larger
         tile reads each operand tile for more products)."""
-        if self.kind == "bf16_amx":
+        if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
             rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
             return rows, columns
@@ -76,7 +77,7 @@ class KernelProduct:
         """(shape, element type) of the kernel's buffers in order: inputs, then the result; a
         shape entry "?" is the dynamic row count."""
         rows = "?" if self.m == DYNAMIC else self.m
-        if self.kind == "u8s8":
+        if self.kind in ("u8s8", "u8s8_amx"):
             return [([rows, self.k], "i8"), ([self.n * self.k], "i8"), ([rows, self.n], "i32")]
         if self.kind == "bf16_amx":
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
@@ -185,7 +186,7 @@ def dispatch(product: KernelProduct, inputs: list, rows=None):
     ctx = ir.Context.current
     for name in ("hal", "flow"):
         ctx.dialects[name]
-    element = ir.IntegerType.get_signless(32) if product.kind == "u8s8" else ir.F32Type.get()
+    element = ir.IntegerType.get_signless(32) if product.kind in ("u8s8", "u8s8_amx") else ir.F32Type.get()
     m = ir.ShapedType.get_dynamic_size() if product.m == DYNAMIC else product.m
     result = ir.RankedTensorType.get([m, product.n], element)
     entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([product.symbol, product.symbol])])
@@ -239,6 +240,7 @@ def _symbol(op) -> str:
 DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register tile, vpdpbusd"),
                 "u8s4": ("inferx_u8s4 (C, AVX-512 VNNI)", "i4", "8x32 register tile, s4 widened in registers, "
                                                                    "vpdpbusd, f32 group scales"),
+                "u8s8_amx": ("inferx_u8s8_amx (C, AMX)", "i8", "32x32 blocks in four AMX tiles, tdpbusd"),
                 "bf16_amx": ("inferx_bf16_amx (C, AMX)", "bf16", "32x32 blocks in four AMX tiles, tdpbf16ps, "
                                                                   "f32 sums")}
 

@@ -38,6 +38,8 @@ dispatched through cpu_extern.py; static and dynamic rows; `vnni-kernel=false` k
     int4:  f[m, n] = sum_g s4[g, n] * sum_{k in g} (xq + 128) * wq4 (the int4 weight read as stored,
            widened in registers), y = y0 + d[m] * (f - (z[m] + 128) * sum_g s4[g, n] colsum_g[n]):
            true group scales, half of int8's bytes at run time
+On CPUs with AMX (amx_int8) and K a multiple of 64, the int8 sums run on kernels/u8s8_amx_gemm.c
+instead (`tdpbusd` on the same u8 activations and packed weight: the same sums, bit for bit).
 The weights are packed for the kernels at load (IREE hoists it). Without a C compiler, or where a
 kernel's shape rules decline (kernels/cpu_objects.vnni_kernel_declined, which calibration's
 emulation asks too), IREE's code and the requantized int4 stay, with the reason in the remark.
@@ -246,11 +248,12 @@ def vnni_packed(wq):
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], i8), packed, [[0, 1, 2, 3]]).result
 
 
-def vnni_product(module, xq_u8, wq, kernel_object: str):
-    """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our VNNI kernel (u8 x s8 -> s32)."""
+def vnni_product(module, xq_u8, wq, kernel_object: str, kind: str = "u8s8"):
+    """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our u8 x s8 -> s32 kernel: `kind` "u8s8"
+    (AVX-512 VNNI) or "u8s8_amx" (AMX tiles; the same packed weight, the same sums)."""
     k, n = wq.type.shape
-    return cpu_extern.kernel_product(module, "u8s8", xq_u8, k, n, 0, lambda padded: [vnni_packed(resized(wq, [k, padded]))],
-                        kernel_object)
+    return cpu_extern.kernel_product(module, kind, xq_u8, k, n, 0,
+                                     lambda padded: [vnni_packed(resized(wq, [k, padded]))], kernel_object)
 
 
 def s4_vnni_packed(wq4):
@@ -468,7 +471,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel: Optional
             colsum = column_sums(wq)
             if kernel is not None:
                 xq = quantize_rows(x, step, zero_point, unsigned=True)
-                acc = vnni_product(func_op.parent, xq, wq, kernel[1])
+                acc = vnni_product(func_op.parent, xq, wq, kernel[1], kernel[0])
             else:
                 xq = quantize_rows(x, step, zero_point)
                 acc = int8_product(xq, wq)
@@ -542,7 +545,8 @@ class QuantizeContractions(TargetedPass):
             how = "u8 activations, int4 read as stored, group sums by the VNNI kernel (u8 x s4)"
         elif kernel is not None:
             how = ("requantized to int8 at load, " if precision == "i4" else "") + \
-                  "u8 activations, s32 sums by the VNNI kernel (u8 x s8)"
+                  ("u8 activations, s32 sums by the AMX kernel (u8 x s8)" if kernel[0] == "u8s8_amx"
+                   else "u8 activations, s32 sums by the VNNI kernel (u8 x s8)")
         else:
             how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
         remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
@@ -560,6 +564,8 @@ class QuantizeContractions(TargetedPass):
         why = None
         for kind, g in choices:
             declined = cpu_objects.vnni_kernel_declined(target, k, n, g)
+            if declined is None and kind == "u8s8" and cpu_objects.int8_amx_declined(target, k) is None:
+                kind = "u8s8_amx"  # the same sums on AMX tiles
             if declined is None:
                 try:
                     return (kind, cpu_objects.build(f"{kind}_gemm.c").path), None

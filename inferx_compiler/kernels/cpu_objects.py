@@ -32,7 +32,8 @@ FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack
                 "-fno-asynchronous-unwind-tables", "-fvisibility=hidden", "-fno-exceptions")
 # ISA flags per kernel source
 _VNNI = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")
-SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-bf16")}
+SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-bf16"),
+           "u8s8_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-int8")}
 
 
 class KernelBuildError(InferXError):
@@ -127,6 +128,16 @@ def vnni_kernel_declined(target, k: int, n: int, group: int = 0) -> Optional[str
         return f"K={k}: its s32 sums could overflow"
     command, why = c_compiler()
     return None if command is not None else why
+
+
+def int8_amx_declined(target, k: int) -> Optional[str]:
+    """Why an int8 product the VNNI kernel takes cannot run on AMX instead (u8s8_amx_gemm.c: the
+    same operands and sums, 16384 multiply-adds an instruction), or None."""
+    if "amx_int8" not in target.features:
+        return f"target '{target.name}' has no AMX (amx_int8)"
+    if k % 64:
+        return f"K={k} is not a multiple of 64 (the AMX tile's int8 depth)"
+    return None
 
 
 def amx_kernel_declined(target, k: int) -> Optional[str]:

@@ -81,10 +81,15 @@ def test_int8_kernel_matches_iree_s8_code_bit_for_bit(tmp_path, model_name, prec
             assert d["root"].startswith("inferx_u8s8")
             assert d["flops"] == (-1 if dynamic else 2 * np.prod(d["loops"]))
     decisions = [d["decision"] for d in report["decisions"] if d["pass"] == "inferx-quantize-contractions"]
-    assert decisions and all("by the VNNI kernel" in d for d in decisions)
+    assert decisions and all("by the VNNI kernel" in d or "by the AMX kernel" in d for d in decisions)
+    # on a CPU with AMX the products with K a multiple of 64 run on u8s8_amx_gemm.c (the same sums)
+    amx = [d for d in used if d.startswith("inferx_u8s8_amx_")]
+    assert bool(amx) == ("amx_int8" in get_target("cpu").features)
     manifest = json.loads(zipfile.ZipFile(kernel).read("manifest.json"))
-    provenance = manifest["compiler"]["c_kernels"]["u8s8_gemm.c"]  # what a rebuild must match
-    assert provenance["object_sha256"] == cpu_objects.build("u8s8_gemm.c").sha256
+    sources = {"u8s8_amx_gemm.c" if d.startswith("inferx_u8s8_amx_") else "u8s8_gemm.c" for d in used}
+    assert set(manifest["compiler"]["c_kernels"]) == sources
+    for source, provenance in manifest["compiler"]["c_kernels"].items():  # what a rebuild must match
+        assert provenance["object_sha256"] == cpu_objects.build(source).sha256
     assert "c_kernels" not in json.loads(zipfile.ZipFile(iree).read("manifest.json"))["compiler"]
     a, b = inferx_compiler.load(str(kernel)), inferx_compiler.load(str(iree))
     for batch in (1, 3, 2):  # 2: the dynamic function

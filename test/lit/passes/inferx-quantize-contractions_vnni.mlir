@@ -2,6 +2,7 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' | filecheck %s
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni vnni-kernel=false})' | filecheck %s --check-prefix=OFF
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-amx})' 2>&1 | filecheck %s --check-prefix=AMX
 // RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
 
 // On a target with AVX-512 VNNI, a static int8 product runs on our u8 x s8 kernel: the
@@ -10,6 +11,12 @@
 // (its object file linked by path) is dispatched with flow.dispatch, and the rescale takes the
 // 128 x column sums back in s32 before the usual correction. Two products of one shape share
 // one executable.
+// On a target with AMX (x86-amx) and K a multiple of 64, the same product runs on the AMX kernel
+// (the same operands, packing and sums; only the executable's object and name differ).
+// AMX: remark: inferx-quantize-contractions: int8: 64x32 weight 'a.w' stored as int8, u8 activations, s32 sums by the AMX kernel (u8 x s8)
+// AMX: stream.executable private @inferx_u8s8_amx_8x32x64 attributes {hal.executable.objects = {{.*}}path = "{{.*}}/u8s8_amx_gemm-{{[0-9a-f]+}}.o"
+// AMX: func.func private @inferx_u8s8_amx_tile(memref<i8>, index, memref<i8>, index, memref<i32>, index,
+// AMX: flow.dispatch @inferx_u8s8_amx_8x32x64::@inferx_u8s8_amx_8x32x64({{.*}}) : (tensor<8x64xi8>, tensor<2048xi8>) -> tensor<8x32xi32>
 // REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'a.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
 // REMARK: remark: inferx-quantize-contractions: int8: 64x32 weight 'b.w' stored as int8, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
 // NOCC: remark: inferx-quantize-contractions: int8: 64x32 weight 'a.w' stored as int8, int8 activations, s32 sums (not the VNNI kernel: CC='/nonexistent/cc' is not an executable on PATH)
