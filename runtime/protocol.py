@@ -178,5 +178,11 @@ class InferenceCore:
         """Run what the running loop's batchers hold, then stop their threads (at shutdown,
         once the front ends stopped taking requests)."""
         loop = asyncio.get_running_loop()
-        mine = [b for (owner, _, _), b in self._loop_batchers.items() if owner is loop]
-        await asyncio.gather(*(b.aclose() for b in mine))
+        mine = {key: b for key, b in self._loop_batchers.items() if key[0] is loop}
+        await asyncio.gather(*(b.aclose() for b in mine.values()))
+        for key, batcher in mine.items():
+            del self._loop_batchers[key]
+            for model in self.repository.all():
+                for lane in model.service.scheduler.lanes:
+                    if batcher.queue in lane.loop_queues:
+                        lane.loop_queues.remove(batcher.queue)
