@@ -97,6 +97,9 @@ def _build(source: str) -> KernelObject:
     path = os.path.join(HERE, source)
     with open(path, "rb") as f:
         text = f.read()
+    for header in sorted(h for h in os.listdir(HERE) if h.endswith(".h")):  # what the sources include
+        with open(os.path.join(HERE, header), "rb") as f:
+            text += b"\0" + f.read()
     flags = list(FREESTANDING) + list(SOURCES[source])
     key = hashlib.sha256(b"\0".join([text, version.encode(), " ".join(command + flags).encode()])).hexdigest()[:24]
     out = os.path.join(cache_dir(), f"{os.path.splitext(source)[0]}-{key}.o")

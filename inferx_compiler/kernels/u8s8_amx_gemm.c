@@ -28,41 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-#define SYS_ARCH_PRCTL 158
-
-typedef struct {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-} tile_config;
-
-static inline long request_amx(void) {
-  long result;
-  __asm__ volatile("syscall"
-                   : "=a"(result)
-                   : "a"((long)SYS_ARCH_PRCTL), "D"((long)ARCH_REQ_XCOMP_PERM), "S"((long)XFEATURE_XTILEDATA)
-                   : "rcx", "r11", "memory");
-  return result;
-}
-
-/* Tiles: 0-3 sums (0, 1: rows 0-15 of the block, columns 0-15 and 16-31; 2, 3: rows 16-31),
- * 4, 5 the A tiles of the two row halves, 6, 7 the B tiles of the two column panels. */
-static inline void configure(int rows0, int rows1) {
-  tile_config c;
-  uint8_t *bytes = (uint8_t *)&c;
-  for (unsigned i = 0; i < sizeof c; ++i) bytes[i] = 0;
-  c.palette = 1;
-  const int rows[8] = {rows0, rows0, rows1, rows1, rows0, rows1, 16, 16};
-  for (int t = 0; t < 8; ++t) {
-    c.rows[t] = (uint8_t)(rows[t] ? rows[t] : 1);
-    c.colsb[t] = 64;
-  }
-  _tile_loadconfig(&c);
-}
+#include "amx_tiles.h"
 
 /* One block: rows [0, rows0 + rows1) of `a`, columns [0, 16 * panels) of `c`. */
 static inline void block(const uint8_t *a, int64_t lda, const int8_t *b0, const int8_t *b1, int32_t *c,
@@ -102,24 +68,7 @@ void inferx_u8s8_amx_tile(const uint8_t *a, int64_t a_offset, const int8_t *b, i
   b += b_offset;
   c += c_offset;
   const int64_t kblocks = K / 64;
-  const int64_t m1 = m0 + mt < M ? m0 + mt : M;
-  const int64_t n1 = n0 + nt < N ? n0 + nt : N;
-  int configured0 = -1, configured1 = -1;
-  for (int64_t n = n0; n < n1; n += 32) {
-    const int panels = n1 - n >= 32 ? 2 : 1;
-    const int8_t *b0 = b + (n / 16) * K * 16;
-    const int8_t *b1 = b0 + K * 16;
-    for (int64_t m = m0; m < m1; m += 32) {
-      const int64_t rows = m1 - m < 32 ? m1 - m : 32;
-      const int rows0 = rows < 16 ? (int)rows : 16;
-      const int rows1 = (int)rows - rows0;
-      if (rows0 != configured0 || rows1 != configured1) {
-        configure(rows0, rows1);
-        configured0 = rows0;
-        configured1 = rows1;
-      }
-      block(a + m * K, K, b0, b1, c + m * N + n, N, kblocks, rows1, panels);
-    }
-  }
-  _tile_release();
+  INFERX_AMX_FOR_EACH_BLOCK(M, N, m0, mt, n0, nt,
+                            block(a + m * K, K, b + (n / 16) * K * 16, b + (n / 16 + 1) * K * 16, c + m * N + n, N,
+                                  kblocks, rows1, panels));
 }
