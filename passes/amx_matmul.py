@@ -130,7 +130,7 @@ class AmxMatmul(TargetedPass):
                 remark(self.name, op, f"declined: {why}")
                 continue
             m, n, k = form
-            why = cpu_objects.amx_kernel_declined(target, k)
+            why = cpu_objects.bf16_amx_declined(target, k)
             if why is None and obj is None:
                 try:
                     obj = cpu_objects.build("bf16_amx_gemm.c").path

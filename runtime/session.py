@@ -168,19 +168,23 @@ class InferenceSession:
     def _make_plan(self, feeds: dict, arrays: list[np.ndarray]):
         """A call plan for this signature when results can land in reused output buffers."""
         key = _signature(feeds)
-        if key is None or key in self._plans or any(a.dtype == np.bool_ for a in arrays) \
-                or any(s.dtype in NARROW_CONTAINERS for s in self.inputs) or self.device_spec.kind != "cpu":
-            return None  # (on GPUs the plan's mapped host views would be read before the copy;
-            # a narrow input needs its conversion to the container, which the plan skips)
+        if key is None or key in self._plans or any(a.dtype == np.bool_ for a in arrays) or not self._plans_fit():
+            return None
         shapes = [a.shape for a in arrays]
-        _, into_invoker = self._invokers_for(shapes)
         outputs = self._output_signature(shapes)
-        if into_invoker is None or outputs is None:
+        if outputs is None:
             return None
         entry = self._staging.entry([(a.shape, a.dtype) for a in arrays], slot=0, outputs=outputs)
-        plan = CallPlan(self, entry, into_invoker, [s.name for s in self.inputs])
-        self._plans[key] = plan
+        plan = self._entry_plan(entry, shapes)
+        if plan is not None:
+            self._plans[key] = plan
         return plan
+
+    def _plans_fit(self) -> bool:
+        """Whether call plans serve this session: not on GPUs (the plan's mapped host views would
+        be read before the copy), not with narrow inputs (their conversion to the container is
+        what the plan skips)."""
+        return self.device_spec.kind == "cpu" and not any(s.dtype in NARROW_CONTAINERS for s in self.inputs)
 
     def call_device(self, arrays: list) -> list:
         """Run the module function for these inputs' shapes on device-resident arrays (IREE
@@ -219,10 +223,10 @@ class InferenceSession:
             return self._invoke(entry, shapes)
 
     def _entry_plan(self, entry, shapes: list[tuple]) -> "CallPlan | None":
-        """A call plan over a staging entry's buffers, where results land in its output buffers."""
-        if entry.output_views is None or self.device_spec.kind != "cpu" \
-                or any(s.dtype in NARROW_CONTAINERS for s in self.inputs):
-            return None  # (same conditions as _make_plan)
+        """A call plan over a staging entry's buffers, where results land in its output buffers
+        (None where plans do not fit, or the entry or the module has no output storage)."""
+        if entry.output_views is None or not self._plans_fit():
+            return None
         into_invoker = self._invokers_for(shapes)[1]
         return None if into_invoker is None else CallPlan(self, entry, into_invoker, [s.name for s in self.inputs])
 

@@ -143,7 +143,7 @@ def int8_amx_declined(target, k: int) -> Optional[str]:
     return None
 
 
-def amx_kernel_declined(target, k: int) -> Optional[str]:
+def bf16_amx_declined(target, k: int) -> Optional[str]:
     """Why our AMX kernel (bf16_amx_gemm.c) cannot take a bf16 product with a [K, N] weight on
     `target` (None: it can). Any N: the weight is zero-padded to the kernel's columns at load."""
     if target.backend != "llvm-cpu" or "amx_bf16" not in target.features:
