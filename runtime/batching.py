@@ -276,10 +276,7 @@ class DynamicBatcher:
 
     def _form(self, now: float) -> tuple[Optional[Batch], Optional[float]]:
         """Expire timed-out requests, then take the next batch if one is ready (under self._cond)."""
-        for r in self.queue.expire(now):
-            self.stats.timed_out += 1
-            r.future.set_exception(RequestTimeoutError(
-                f"request waited {now - r.enqueued:.3f}s in the queue, past its timeout"))
+        fail_expired(self.queue, now, self.stats)
         batch, wait = self.queue.next_batch(now, device_busy=self._in_flight >= self.instances)
         if batch is not None:
             live = [r for r in batch.requests if r.future.set_running_or_notify_cancel()]
@@ -390,6 +387,16 @@ class DynamicBatcher:
         if wait:
             for t in self._threads:
                 t.join()
+
+
+def fail_expired(queue: BatchQueue, now: float, stats: BatcherStats) -> None:
+    """Take the requests past their deadline out of `queue` and fail them (RequestTimeoutError);
+    a request whose caller already gave up (its future cancelled) is only dropped."""
+    for r in queue.expire(now):
+        stats.timed_out += 1
+        if not r.future.done():
+            r.future.set_exception(RequestTimeoutError(
+                f"request waited {now - r.enqueued:.3f}s in the queue, past its timeout"))
 
 
 def resolve(batch: Batch, outcome, split: bool = True) -> None:

@@ -36,8 +36,8 @@ from typing import Optional
 
 from inferx_compiler.errors import InferXError
 
-from .batch_queue import Batch, BatchQueue, Priority, QueueFullError, RequestTimeoutError
-from .batching import DynamicBatcher
+from .batch_queue import Batch, BatchQueue, Priority, QueueFullError
+from .batching import DynamicBatcher, fail_expired
 
 __all__ = ["INLINE_BUDGET_S", "LoopBatcher"]
 
@@ -116,11 +116,7 @@ class LoopBatcher:
         self._pump_handle = None
         clock = self.batcher.clock
         now = clock.monotonic()
-        for r in self.queue.expire(now):
-            self.batcher.stats.timed_out += 1
-            if not r.future.done():
-                r.future.set_exception(RequestTimeoutError(
-                    f"request waited {now - r.enqueued:.3f}s in the queue, past its timeout"))
+        fail_expired(self.queue, now, self.batcher.stats)
         while self._free_slots:
             batch, wait = self.queue.next_batch(now, device_busy=self._in_flight >= self.batcher.instances)
             if batch is None:
