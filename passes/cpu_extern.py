@@ -33,6 +33,7 @@ import dataclasses
 X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">'
 DYNAMIC = -1  # rows known only at run time
 AMX_KINDS = ("bf16_amx", "u8s8_amx")  # kernels on AMX tiles (32x32 blocks)
+S32_KINDS = ("u8s8", "u8s8_amx")  # u8 x s8 kernels: s32 sums (the others give f32)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +78,7 @@ class KernelProduct:
         """(shape, element type) of the kernel's buffers in order: inputs, then the result; a
         shape entry "?" is the dynamic row count."""
         rows = "?" if self.m == DYNAMIC else self.m
-        if self.kind in ("u8s8", "u8s8_amx"):
+        if self.kind in S32_KINDS:
             return [([rows, self.k], "i8"), ([self.n * self.k], "i8"), ([rows, self.n], "i32")]
         if self.kind == "bf16_amx":
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
@@ -186,7 +187,7 @@ def dispatch(product: KernelProduct, inputs: list, rows=None):
     ctx = ir.Context.current
     for name in ("hal", "flow"):
         ctx.dialects[name]
-    element = ir.IntegerType.get_signless(32) if product.kind in ("u8s8", "u8s8_amx") else ir.F32Type.get()
+    element = ir.IntegerType.get_signless(32) if product.kind in S32_KINDS else ir.F32Type.get()
     m = ir.ShapedType.get_dynamic_size() if product.m == DYNAMIC else product.m
     result = ir.RankedTensorType.get([m, product.n], element)
     entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([product.symbol, product.symbol])])
