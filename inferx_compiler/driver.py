@@ -307,7 +307,7 @@ def _c_kernels_used(dispatches: list) -> dict:
     from .kernels import cpu_objects
 
     used = {}
-    for kind in ("u8s8", "u8s4", "bf16_amx", "u8s8_amx"):
+    for kind in ("u8s8", "u8s4", "bf16_amx", "u8s8_amx", "f32"):
         if any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
             built = cpu_objects.build(f"{kind}_gemm.c")  # cached: the object the build linked
             used[f"{kind}_gemm.c"] = {"object_sha256": built.sha256, "c_compiler": built.compiler}

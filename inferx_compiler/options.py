@@ -18,7 +18,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # a matmul that its kernel finishes (disabled: the kernel stores the f32 product and IREE runs the
 # rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
-                   "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-hopper-epilogue", "inferx-hopper-group",
+                   "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-f32-matmul", "inferx-hopper-epilogue", "inferx-hopper-group",
                    "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 
 

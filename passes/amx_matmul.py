@@ -26,59 +26,16 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Optional
 
-from inferx_compiler.dialects.inferx import PARAMETER_ATTR
-
 from . import cpu_extern
 from .base import TargetedPass
-from .func_util import arg_attrs
-from .iree_ir import generic, is_zero_fill, resized
-from .linalg_analysis import collect, indexing_maps
+from .iree_ir import generic
+from .linalg_analysis import collect
 from .remarks import remark
-
-_FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape",
-                    "tensor.empty", "arith.constant")
-
-
-def from_parameters(value, depth: int = 0) -> bool:
-    """Whether `value` is computed from parameter arguments (and constants) alone: what IREE
-    evaluates once, at load."""
-    from iree.compiler import ir
-
-    if depth > 16:
-        return False
-    if isinstance(value, ir.BlockArgument):
-        func_op = value.owner.owner
-        if func_op is None or func_op.operation.name != "func.func":
-            return False
-        attrs = arg_attrs(func_op.operation)
-        return value.arg_number < len(attrs) and PARAMETER_ATTR in attrs[value.arg_number]
-    op = value.owner
-    if op.name not in _FROM_PARAMETERS:
-        return False
-    tensors = [v for v in op.operands if isinstance(v.type, ir.ShapedType)]
-    return all(from_parameters(v, depth + 1) for v in tensors)
-
+from .weight_products import replace_with_kernel, weight_product_form
 
 def amx_form(op) -> tuple[Optional[tuple[int, int, int]], str]:
     """((M or -1, N, K), "") for a matmul the kernel takes, or (None, why not)."""
-    from iree.compiler import ir
-
-    a, b, init = op.operands[:3]
-    types = [str(v.type.element_type) for v in (a, b, init)]
-    if types != ["bf16", "bf16", "f32"]:
-        return None, f"{types[0]} x {types[1]} -> {types[2]}: the kernel takes bf16 x bf16 -> f32"
-    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
-    plain = [ir.AffineMap.get(3, 0, e) for e in ([d0, d2], [d2, d1], [d0, d1])]
-    maps = indexing_maps(op)
-    if maps and [str(m) for m in maps] != [str(m) for m in plain]:
-        return None, "transposed or broadcast indexing maps"
-    if not b.type.has_static_shape or b.type.rank != 2:
-        return None, "a dynamic right-hand operand"
-    k, n = b.type.shape
-    if not from_parameters(b):
-        return None, "the right-hand operand is not computed from stored weights alone"
-    m = a.type.shape[0] if a.type.has_static_shape else cpu_extern.DYNAMIC
-    return (m, n, k), ""
+    return weight_product_form(op, ("bf16", "bf16", "f32"))
 
 
 def amx_packed(w):
@@ -94,16 +51,6 @@ def amx_packed(w):
     packed = generic([w], tensor.EmptyOp([n // 16, k // 32, 16, 16, 2], bf16).result, maps, ["parallel"] * 5,
                      lambda b: b.arguments[0])
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], bf16), packed, [[0, 1, 2, 3, 4]]).result
-
-
-def add_init(c, init):
-    """init + c, elementwise (f32)."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import arith
-
-    identity = ir.AffineMap.get_identity(2)
-    return generic([c], init, [identity, identity], ["parallel"] * 2,
-                   lambda b: arith.addf(b.arguments[1], b.arguments[0]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,16 +89,5 @@ class AmxMatmul(TargetedPass):
             rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
             remark(self.name, op, f"bf16 {rows} x {k}x{n} weight on AMX (inferx_bf16_amx, weight packed at load)")
             with op.context:
-                _rewrite(module, op, k, n, obj)
+                replace_with_kernel(module, op, "bf16_amx", k, n, obj, amx_packed)
 
-
-def _rewrite(module, op, k: int, n: int, kernel_object: str) -> None:
-    from iree.compiler import ir
-
-    a, b, init = op.operands[:3]
-    with ir.InsertionPoint(op), op.location:
-        c = cpu_extern.kernel_product(module, "bf16_amx", a, k, n, 0,
-                                      lambda padded: [amx_packed(resized(b, [k, padded]))], kernel_object)
-        y = c if is_zero_fill(init) else add_init(c, init)
-    op.results[0].replace_all_uses_with(y)
-    op.erase()

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from inferx_compiler.kernels.cpu_objects import f32_k_block
+
 # Objects are keyed by the generic llvm-cpu x86-64 target: IREE picks them for whichever x86-64
 # CPU target the build uses (as for the generic CUDA target of the Hopper kernels).
 X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">'
@@ -40,7 +42,7 @@ S32_KINDS = ("u8s8", "u8s8_amx")  # u8 x s8 kernels: s32 sums (the others give f
 class KernelProduct:
     """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
 
-    kind: str  # "u8s8", "u8s8_amx" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx" (f32 sums)
+    kind: str  # "u8s8", "u8s8_amx" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx", "f32" (f32 sums)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
@@ -66,12 +68,22 @@ class KernelProduct:
         up to 32 rows (in steps of their 8-row register tile). AMX: 128 or 64 columns where N
         allows (else 32), up to 128 rows in steps of 32 (its 32x32 accumulator block; a larger
         tile reads each operand tile for more products)."""
+        if self.kind == "f32":
+            return self._f32_tile()
         if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
             rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
             return rows, columns
         columns = 64 if self.n % 64 == 0 else 32
         rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // 8) * 8)
+        return rows, columns
+
+    def _f32_tile(self) -> tuple[int, int]:
+        """f32_gemm.c: 256 columns where N allows (its packed rows are reused across a tile's
+        32-column panels: 8 of them), 64 rows, so BERT-base's 128x768 products still make 6
+        workgroups (128 rows x 512 columns ran 5% faster a tile on one core, with 2 workgroups)."""
+        columns = min(256, self.n)
+        rows = 64 if self.m == DYNAMIC else min(64, self.m)
         return rows, columns
 
     def bindings(self) -> list[tuple[list, str]]:
@@ -82,11 +94,15 @@ class KernelProduct:
             return [([rows, self.k], "i8"), ([self.n * self.k], "i8"), ([rows, self.n], "i32")]
         if self.kind == "bf16_amx":
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
+        if self.kind == "f32":
+            return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.n], "f32")]
         return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
                 ([rows, self.n], "f32")]
 
     def sizes(self) -> list[int]:
         """The C function's size arguments after M (then the tile follows)."""
+        if self.kind == "f32":
+            return [self.n, self.k, f32_k_block(self.k)]
         return [self.n, self.k] + ([self.group] if self.kind == "u8s4" else [])
 
     def flops(self) -> int:
@@ -243,7 +259,10 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                                                                    "vpdpbusd, f32 group scales"),
                 "u8s8_amx": ("inferx_u8s8_amx (C, AMX)", "i8", "32x32 blocks in four AMX tiles, tdpbusd"),
                 "bf16_amx": ("inferx_bf16_amx (C, AMX)", "bf16", "32x32 blocks in four AMX tiles, tdpbf16ps, "
-                                                                  "f32 sums")}
+                                                                  "f32 sums"),
+                "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, rows packed per K block, "
+                                                          "weight in 32-column panels per K block")}
+PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul"}  # else quantize-contractions
 
 
 def _annotate_entry(executable, p: KernelProduct) -> None:
@@ -265,8 +284,7 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         "flops": ir.IntegerAttr.get(i64, p.flops()),
         "linalg_ops": ir.IntegerAttr.get(i64, 0), "fused": ir.ArrayAttr.get([])})
     config = ir.DictAttr.get({
-        "source": ir.StringAttr.get("rule (inferx-amx-matmul)" if p.kind == "bf16_amx"
-                                    else "rule (inferx-quantize-contractions)"),
+        "source": ir.StringAttr.get(f"rule ({PASS_OF_KIND.get(p.kind, 'inferx-quantize-contractions')})"),
         "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),
         "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, {how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})

@@ -26,6 +26,7 @@ _PASSES = {
     "inferx-split-reduction": "split_reduction:SplitReduction",
     "inferx-hopper-matmul": "hopper_matmul:HopperMatmul",
     "inferx-amx-matmul": "amx_matmul:AmxMatmul",
+    "inferx-f32-matmul": "f32_matmul:F32Matmul",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
     "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",

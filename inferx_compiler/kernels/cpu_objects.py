@@ -33,7 +33,9 @@ FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack
 # ISA flags per kernel source
 _VNNI = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")
 SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-bf16"),
-           "u8s8_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-int8")}
+           "u8s8_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-int8"), "f32_gemm.c": ("-mavx512f",)}
+F32_K_BLOCK_MAX = 256  # f32_gemm.c's KC_MAX: the largest K block its packed weight and row buffer take
+F32_K_BLOCK_MIN = 64  # a smaller block reloads the accumulators too often
 
 
 class KernelBuildError(InferXError):
@@ -150,5 +152,25 @@ def bf16_amx_declined(target, k: int) -> Optional[str]:
         return f"target '{target.name}' has no AMX (amx_bf16)"
     if k % 32:
         return f"K={k} is not a multiple of 32 (the AMX tile's bf16 depth)"
+    command, why = c_compiler()
+    return None if command is not None else why
+
+
+def f32_k_block(k: int) -> Optional[int]:
+    """The K block of f32_gemm.c's packed weight for a K-deep product: K itself up to 256, else
+    its largest divisor from 64 to 256 (the layout has whole blocks); None when there is none."""
+    if k <= F32_K_BLOCK_MAX:
+        return k
+    return next((d for d in range(F32_K_BLOCK_MAX, F32_K_BLOCK_MIN - 1, -1) if k % d == 0), None)
+
+
+def f32_kernel_declined(target, k: int) -> Optional[str]:
+    """Why our AVX-512 f32 kernel (f32_gemm.c) cannot take an f32 product with a [K, N] weight on
+    `target` (None: it can). Any N: the weight is zero-padded to the kernel's columns at load."""
+    if target.backend != "llvm-cpu" or "avx512f" not in target.features:
+        return f"target '{target.name}' has no AVX-512"
+    if f32_k_block(k) is None:
+        return (f"K={k} has no divisor from {F32_K_BLOCK_MIN} to {F32_K_BLOCK_MAX} "
+                f"(the kernel's packed weight is in whole K blocks)")
     command, why = c_compiler()
     return None if command is not None else why

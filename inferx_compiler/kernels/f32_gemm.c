@@ -1,0 +1,158 @@
+/* C[M, N] (f32) = A[M, K] (f32) x B[K, N] (f32) with AVX-512 FMA, the weight packed at load.
+ *
+ * IREE 3.13's f32 matmuls against weights run its data-tiled mmt4d microkernel at 80-110 GFLOP/s
+ * a core on BERT-base's shapes on a Xeon with AVX-512 (tools/bench/dispatch_profile.py), while
+ * that core's FMA units sustain ~150: it packs the activations into tiles on every call and
+ * its 16x16 register tile reads a B vector for each 16 multiply-adds. Here:
+ *
+ * Layouts (row-major):
+ *   A  f32 [M, K]                 any K, read in place (no per-call packing)
+ *   B  f32 [N / 32][K][32]        packed: 32-column panels, each K rows of 32 consecutive
+ *                                 columns (one 128-byte line pair a k)
+ *   C  f32 [M, N]                 N a multiple of 32 (the pass pads the weight with zero columns
+ *                                 at load and cuts the result)
+ *
+ * `inferx_f32_tile` computes output rows [m0, m0 + mt) and columns [n0, n0 + nt) (clipped to M
+ * and N); IREE's workgroups call it once per tile, spread over its worker threads. Inside a
+ * tile, for each block of KC along K: for each 32-column panel (its KC x 32 slice, 32 KiB, stays
+ * in L1), for each block of up to 14 rows: a 14x32 register tile (28 zmm accumulators) takes
+ * per k two B vectors and 14 broadcast A elements (fused into the FMA's memory operand):
+ * 28 FMAs for 2 loads. The accumulators start from C after the first K block. Sums in the order
+ * k = 0, 1, ... per element (IREE's order differs: results agree to f32 rounding).
+ *
+ * One row (M = 1, a matrix-vector product) is memory-bound: it streams B with four
+ * independent accumulator pairs over interleaved k so the FMA latency does not bound it.
+ *
+ * Built freestanding (no libc) and linked by IREE into its embedded ELF: see
+ * inferx_compiler/kernels/cpu_objects.py. Stack use: none beyond registers.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+
+#define MR 14      /* register tile rows */
+#define PREFETCH_K 32 /* B rows read ahead (2 KiB): keeps memory streaming when few rows share a panel */
+#define PACKED_ROWS 16 /* a packed row block's stride along k: one register of the transpose */
+#define KC_MAX 256 /* the largest K block: a panel's K block is at most 32 KiB, the packed rows 14 KiB */
+
+/* c[0:rows, 0:32] (+)= a[0:rows, 0:kc] b[0:kc, 0:32]; rows is a compile-time constant after inlining. */
+static inline __attribute__((always_inline)) void micro(int rows, const float *a, int64_t lda, int64_t step, const float *b,
+                                                        int64_t kc, float *c, int64_t ldc, int accumulate) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    if (i < rows) {
+      acc[i][0] = accumulate ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
+      acc[i][1] = accumulate ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+    }
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32 + 16), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(b + k * 32);
+    const __m512 b1 = _mm512_loadu_ps(b + k * 32 + 16);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      if (i < rows) {
+        const __m512 ai = _mm512_set1_ps(a[i * lda + k * step]);
+        acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+        acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+      }
+    }
+  }
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    if (i < rows) {
+      _mm512_storeu_ps(c + i * ldc, acc[i][0]);
+      _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+    }
+  }
+}
+
+static void micro_rows(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc,
+                       int accumulate) {
+  switch (rows) {
+#define INFERX_ROWS(r) \
+  case r:              \
+    micro(r, a, lda, step, b, kc, c, ldc, accumulate); \
+    break;
+    INFERX_ROWS(1) INFERX_ROWS(2) INFERX_ROWS(3) INFERX_ROWS(4) INFERX_ROWS(5) INFERX_ROWS(6) INFERX_ROWS(7)
+    INFERX_ROWS(8) INFERX_ROWS(9) INFERX_ROWS(10) INFERX_ROWS(11) INFERX_ROWS(12) INFERX_ROWS(13) INFERX_ROWS(14)
+#undef INFERX_ROWS
+    default:
+      break;
+  }
+}
+
+/* Whether MR rows K floats apart fall into few L1 sets (48 KiB, 12 ways, 64 sets of 64-byte
+ * lines): rows repeat a set every 64 / gcd(K / 16, 64) rows; under 4, a register tile's rows
+ * would evict each other (K = 3072 or 4096: every row in one set). Such rows are packed. */
+static int rows_share_l1_sets(int64_t K) {
+  if (K % 16) return 0; /* rows not line-aligned: they spread over the sets */
+  int64_t lines = K / 16, g = 64;
+  while (lines % g) g /= 2;
+  return 64 / g < 4;
+}
+
+/* 16x16 transpose of r[0..15] in registers (32-, 64-, then 128-bit interleaves). */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int j = 0; j < 2; ++j) {
+      r[i + j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+      r[i + j + 2] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + j]), _mm512_castps_pd(t[i + j + 2])));
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; ++j) {
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+
+/* packed[k][i] = a[i][k] for i < rows (row stride PACKED_ROWS), k < kc: 16 k at a time through a
+ * register transpose; the rows past `rows` hold whatever the registers did (never read). */
+static void pack_rows(const float *a, int64_t lda, int rows, int64_t kc, float *packed) {
+  int64_t k = 0;
+  for (; k + 16 <= kc; k += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(a + i * lda + k) : _mm512_setzero_ps();
+    transpose16(r);
+    /* after the transpose r[j] holds column k + j with j's two low bits swapped (the interleaves' order) */
+    for (int j = 0; j < 16; ++j) _mm512_storeu_ps(packed + (k + ((j & ~3) | (j & 1) << 1 | (j >> 1 & 1))) * PACKED_ROWS, r[j]);
+  }
+  for (; k < kc; ++k)
+    for (int i = 0; i < rows; ++i) packed[k * PACKED_ROWS + i] = a[i * lda + k];
+}
+
+void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b_offset, float *c, int64_t c_offset,
+                     int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0, int64_t nt) {
+  a += a_offset;
+  b += b_offset;
+  c += c_offset;
+  const int64_t m1 = m0 + mt < M ? m0 + mt : M;
+  const int64_t n1 = n0 + nt < N ? n0 + nt : N;
+  float packed[KC_MAX * PACKED_ROWS]; /* a's rows block [kc][MR]: rows K floats apart would share L1 sets */
+  const int pack = rows_share_l1_sets(K);
+  for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    const float *block = b + k0 * N; /* [N / 32][kc][32] */
+    const int64_t blocks = (m1 - m0 + MR - 1) / MR; /* rows spread evenly: 128 = 8 x 13 + 2 x 12 */
+    for (int64_t j = 0, m = m0; j < blocks; ++j) {
+      const int rows = (int)((m1 - m0) / blocks + (j < (m1 - m0) % blocks));
+      const float *rows_a = a + m * K + k0;
+      int64_t lda = K, step = 1;
+      if (pack) {
+        pack_rows(rows_a, K, rows, kc, packed);
+        rows_a = packed, lda = 1, step = PACKED_ROWS;
+      }
+      for (int64_t n = n0; n < n1; n += 32) micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0);
+      m += rows;
+    }
+  }
+}

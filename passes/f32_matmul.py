@@ -1,0 +1,97 @@
+"""inferx-f32-matmul: f32 matmuls against stored weights on AVX-512 CPUs, through our kernel.
+
+IREE 3.13 runs an f32 matmul as data-tiled `mmt4d`: the activations are packed into 16x1 tiles
+on every call and its microkernel's 16x16 register tile loads a weight vector for each 16
+multiply-adds. On BERT-base's products (128x768 by 768x3072 and back) on a Xeon with AVX-512
+that ran at 79-110 GFLOP/s a core (tools/bench/dispatch_profile.py), where this pass's kernel,
+inferx_compiler/kernels/f32_gemm.c, runs at 140-150: a 14x32 register tile (28 accumulators, two
+weight loads for 28 FMAs), the weight packed once in 32-column panels per K block, a row block
+packed per K block (rows whose stride is a multiple of 4 KiB would share L1 sets), the next
+weight rows prefetched (one row of activations streams the weight at memory speed).
+
+This pass replaces each `linalg.matmul` with f32 operands whose right-hand operand is computed
+from stored parameters alone (a weight, directly or through the transpose of a Gemm with
+transB=1) by a `flow.dispatch` to that kernel, linked through passes/cpu_extern.py:
+
+    y[M, N] = init + a[M, K] b[K, N]    ->    c = f32(a, pack(pad(b)))[:, :N];  y = init + c
+                                               (y = c when init is a zero fill)
+
+`pack` depends on the parameters alone, so IREE computes it once, at load. Numbers: f32 sums in
+k order (IREE's order differs; results agree to f32 rounding).
+
+Declined, with a remark: targets without AVX-512, operands other than f32 x f32 -> f32, a
+right-hand operand that is not computed from parameters alone (attention's products and
+convolutions' columns), transposed or broadcast indexing maps, a K over 256 with no divisor from
+64 to 256 (the packed weight is in whole K blocks), a build machine without a C compiler.
+Spelled `inferx-f32-matmul{target=x86-avx512}`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from inferx_compiler.kernels.cpu_objects import f32_k_block
+
+from . import cpu_extern
+from .base import TargetedPass
+from .iree_ir import generic
+from .linalg_analysis import collect
+from .remarks import remark
+from .weight_products import replace_with_kernel, weight_product_form
+
+
+def f32_packed(w):
+    """w [K, N] f32 (N a multiple of 32) in the kernel's layout, flattened: K blocks of kc rows
+    (cpu_objects.f32_k_block), each N / 32 panels of kc rows of 32 columns: element
+    (kb, p, r, c) = w[kc kb + r, 32 p + c]. Depends on the weight alone."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    k, n = w.type.shape
+    kc = f32_k_block(k)
+    f32 = w.type.element_type
+    d = [ir.AffineDimExpr.get(i) for i in range(4)]  # (kb, p, r, c)
+    maps = [ir.AffineMap.get(4, 0, [d[0] * kc + d[2], d[1] * 32 + d[3]]), ir.AffineMap.get_identity(4)]
+    packed = generic([w], tensor.EmptyOp([k // kc, n // 32, kc, 32], f32).result, maps, ["parallel"] * 4,
+                     lambda b: b.arguments[0])
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], f32), packed, [[0, 1, 2, 3]]).result
+
+
+@dataclasses.dataclass(frozen=True)
+class F32Matmul(TargetedPass):
+    """f32 matmuls against stored weights to our AVX-512 kernel."""
+
+    name: ClassVar[str] = "inferx-f32-matmul"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "f32 matmuls with stored weights on our AVX-512 C kernel"
+
+    def run(self, module) -> None:
+        from inferx_compiler.kernels import cpu_objects
+
+        target = self.target_record()
+        if target.backend != "llvm-cpu" or "avx512f" not in target.features:
+            return  # nothing to decline: the target has no use for the kernel
+        obj = None
+        for op in collect(module, lambda o: o.name == "linalg.matmul"):
+            if str(op.operands[0].type.element_type) != "f32":
+                continue  # a bf16 or integer product: not this pass's
+            form, why = weight_product_form(op, ("f32", "f32", "f32"))
+            if form is None:
+                remark(self.name, op, f"declined: {why}")
+                continue
+            m, n, k = form
+            why = cpu_objects.f32_kernel_declined(target, k)
+            if why is None and obj is None:
+                try:
+                    obj = cpu_objects.build("f32_gemm.c").path
+                except cpu_objects.KernelBuildError as e:
+                    why = str(e)
+            if why is not None:
+                remark(self.name, op, f"declined: {why}")
+                continue
+            rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
+            remark(self.name, op, f"f32 {rows} x {k}x{n} weight on AVX-512 (inferx_f32, weight packed at load)")
+            with op.context:
+                replace_with_kernel(module, op, "f32", k, n, obj, f32_packed)
+

@@ -1,0 +1,86 @@
+"""Matmuls against stored weights, the operands our C kernels take (inferx-amx-matmul,
+inferx-f32-matmul): which right-hand operands IREE computes once, at load, from the parameters
+alone (so a kernel's packed layout of them costs nothing per call), and the accumulator added
+back after a kernel's product."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from inferx_compiler.dialects.inferx import PARAMETER_ATTR
+
+from . import cpu_extern
+from .func_util import arg_attrs
+from .iree_ir import generic, is_zero_fill, resized
+from .linalg_analysis import indexing_maps
+
+_FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape",
+                    "tensor.empty", "arith.constant")
+
+
+def from_parameters(value, depth: int = 0) -> bool:
+    """Whether `value` is computed from parameter arguments (and constants) alone: what IREE
+    evaluates once, at load."""
+    from iree.compiler import ir
+
+    if depth > 16:
+        return False
+    if isinstance(value, ir.BlockArgument):
+        func_op = value.owner.owner
+        if func_op is None or func_op.operation.name != "func.func":
+            return False
+        attrs = arg_attrs(func_op.operation)
+        return value.arg_number < len(attrs) and PARAMETER_ATTR in attrs[value.arg_number]
+    op = value.owner
+    if op.name not in _FROM_PARAMETERS:
+        return False
+    tensors = [v for v in op.operands if isinstance(v.type, ir.ShapedType)]
+    return all(from_parameters(v, depth + 1) for v in tensors)
+
+
+def weight_product_form(op, element_types: tuple[str, str, str]) -> tuple[Optional[tuple[int, int, int]], str]:
+    """((M or -1, N, K), "") for a `linalg.matmul` y[M, N] = init + a[M, K] b[K, N] with the
+    kernel's `element_types` (a, b, init), plain indexing maps and a static right-hand operand
+    computed from stored weights alone; else (None, why not)."""
+    from iree.compiler import ir
+
+    a, b, init = op.operands[:3]
+    types = tuple(str(v.type.element_type) for v in (a, b, init))
+    if types != tuple(element_types):
+        return None, f"{types[0]} x {types[1]} -> {types[2]}: the kernel takes {' x '.join(element_types[:2])} -> {element_types[2]}"
+    d0, d1, d2 = (ir.AffineDimExpr.get(i) for i in range(3))
+    plain = [ir.AffineMap.get(3, 0, e) for e in ([d0, d2], [d2, d1], [d0, d1])]
+    maps = indexing_maps(op)
+    if maps and [str(m) for m in maps] != [str(m) for m in plain]:
+        return None, "transposed or broadcast indexing maps"
+    if not b.type.has_static_shape or b.type.rank != 2:
+        return None, "a dynamic right-hand operand"
+    k, n = b.type.shape
+    if not from_parameters(b):
+        return None, "the right-hand operand is not computed from stored weights alone"
+    m = a.type.shape[0] if a.type.has_static_shape else cpu_extern.DYNAMIC
+    return (m, n, k), ""
+
+
+def add_init(c, init):
+    """init + c, elementwise (f32)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    identity = ir.AffineMap.get_identity(2)
+    return generic([c], init, [identity, identity], ["parallel"] * 2,
+                   lambda b: arith.addf(b.arguments[1], b.arguments[0]))
+
+
+def replace_with_kernel(module, op, kind: str, k: int, n: int, kernel_object: str, pack) -> None:
+    """Replace the matmul `op` (a weight product_form accepted) by our `kind` kernel's product on
+    `pack(w)` (the weight zero-padded to the kernel's columns, in its layout), plus the init."""
+    from iree.compiler import ir
+
+    a, b, init = op.operands[:3]
+    with ir.InsertionPoint(op), op.location:
+        c = cpu_extern.kernel_product(module, kind, a, k, n, 0, lambda padded: [pack(resized(b, [k, padded]))],
+                                      kernel_object)
+        y = c if is_zero_fill(init) else add_init(c, init)
+    op.results[0].replace_all_uses_with(y)
+    op.erase()
