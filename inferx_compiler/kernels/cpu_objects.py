@@ -17,6 +17,7 @@ pass that wanted the kernel says so in a remark).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import shlex
@@ -62,13 +63,19 @@ def cache_dir() -> str:
 
 
 def c_compiler() -> tuple[Optional[list[str]], str]:
-    """(the C compiler's command, its version line), or (None, why there is none usable)."""
-    if os.environ.get("CC"):
-        command = shlex.split(os.environ["CC"])
-        if shutil.which(command[0]) is None:
-            return None, f"CC={os.environ['CC']!r} is not an executable on PATH"
+    """(the C compiler's command, its version line), or (None, why there is none usable). Probed
+    once per ($CC, PATH): the passes ask for every product they take."""
+    return _probe_compiler(os.environ.get("CC"), os.environ.get("PATH"))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe_compiler(cc: Optional[str], path: Optional[str]) -> tuple[Optional[list[str]], str]:
+    if cc:
+        command = shlex.split(cc)
+        if shutil.which(command[0], path=path) is None:
+            return None, f"CC={cc!r} is not an executable on PATH"
     else:
-        found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c)), None)
+        found = next((c for c in ("cc", "gcc", "clang") if shutil.which(c, path=path)), None)
         if found is None:
             return None, "no C compiler (cc, gcc or clang) on PATH; set CC"
         command = [found]

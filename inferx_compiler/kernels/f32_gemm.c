@@ -1,30 +1,31 @@
 /* C[M, N] (f32) = A[M, K] (f32) x B[K, N] (f32) with AVX-512 FMA, the weight packed at load.
  *
- * IREE 3.13's f32 matmuls against weights run its data-tiled mmt4d microkernel at 80-110 GFLOP/s
- * a core on BERT-base's shapes on a Xeon with AVX-512 (tools/bench/dispatch_profile.py), while
- * that core's FMA units sustain ~150: it packs the activations into tiles on every call and
- * its 16x16 register tile reads a B vector for each 16 multiply-adds. Here:
+ * IREE 3.13 runs an f32 matmul against a weight as data-tiled mmt4d: the activations are packed
+ * on every call, and on BERT-base's shapes its microkernel ran 80-110 GFLOP/s a core on a Xeon
+ * with AVX-512 whose FMA units sustain 213 (tools/bench/dispatch_profile.py); this kernel runs
+ * those shapes at 150-163 in isolation (onnxruntime's MLAS: 158-160).
  *
  * Layouts (row-major):
- *   A  f32 [M, K]                 any K, read in place (no per-call packing)
- *   B  f32 [N / 32][K][32]        packed: 32-column panels, each K rows of 32 consecutive
- *                                 columns (one 128-byte line pair a k)
- *   C  f32 [M, N]                 N a multiple of 32 (the pass pads the weight with zero columns
- *                                 at load and cuts the result)
+ *   A  f32 [M, K]                      any K, read in place
+ *   B  f32 [K / kc][N / 32][kc][32]    packed (by inferx-f32-matmul, at load): K blocks of kc
+ *                                      rows (cpu_objects.f32_k_block), each 32-column panels of
+ *                                      kc rows of 32 consecutive columns
+ *   C  f32 [M, N]                      N a multiple of 32 (the pass pads the weight with zero
+ *                                      columns at load and cuts the result)
  *
  * `inferx_f32_tile` computes output rows [m0, m0 + mt) and columns [n0, n0 + nt) (clipped to M
  * and N); IREE's workgroups call it once per tile, spread over its worker threads. Inside a
- * tile, for each block of KC along K: for each 32-column panel (its KC x 32 slice, 32 KiB, stays
- * in L1), for each block of up to 14 rows: a 14x32 register tile (28 zmm accumulators) takes
- * per k two B vectors and 14 broadcast A elements (fused into the FMA's memory operand):
- * 28 FMAs for 2 loads. The accumulators start from C after the first K block. Sums in the order
- * k = 0, 1, ... per element (IREE's order differs: results agree to f32 rounding).
- *
- * One row (M = 1, a matrix-vector product) is memory-bound: it streams B with four
- * independent accumulator pairs over interleaved k so the FMA latency does not bound it.
+ * tile, for each K block: for each block of up to 14 rows (the tile's rows spread evenly), for
+ * each 32-column panel: a 14x32 register tile (28 zmm accumulators) takes per k two B vectors
+ * and 14 broadcast A elements: 28 FMAs. The accumulators start from C after the first K block.
+ * Rows whose stride K puts them in few L1 sets (K a multiple of 1024 floats: every row in one
+ * set) are first packed per K block by a 16x16 register transpose; other rows are read in
+ * place. The next B rows are prefetched into L1 and the next panel into L2, so one row (a
+ * matrix-vector product) streams the weight at memory speed. Sums per element in the order
+ * k = 0, 1, ... (IREE's order differs: results agree to f32 rounding).
  *
  * Built freestanding (no libc) and linked by IREE into its embedded ELF: see
- * inferx_compiler/kernels/cpu_objects.py. Stack use: none beyond registers.
+ * inferx_compiler/kernels/cpu_objects.py. Stack use: the 16 KiB packed row block.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -48,6 +49,9 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
   for (int64_t k = 0; k < kc; ++k) {
     _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32), _MM_HINT_T0);
     _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32 + 16), _MM_HINT_T0);
+    /* and the next panel's block into L2: the first row block of a tile streams the weight from memory */
+    _mm_prefetch((const char *)(b + (k + kc) * 32), _MM_HINT_T1);
+    _mm_prefetch((const char *)(b + (k + kc) * 32 + 16), _MM_HINT_T1);
     const __m512 b0 = _mm512_loadu_ps(b + k * 32);
     const __m512 b1 = _mm512_loadu_ps(b + k * 32 + 16);
 #pragma GCC unroll 14

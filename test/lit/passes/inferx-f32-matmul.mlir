@@ -1,0 +1,101 @@
+// REQUIRES: c-compiler
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// An f32 projection whose weight is a parameter read through the transpose of a Gemm
+// (transB=1): the weight is zero-padded from 48 to 64 columns, packed in the kernel's layout
+// ([K/kc][N/32][kc][32]: element (kb, p, r, c) = w[kc kb + r, 32 p + c], here kc = K = 64), the
+// kernel's executable (its object linked by path) is dispatched, the padded columns are cut and
+// the accumulator (not a zero fill) is added.
+// REMARK: remark: inferx-f32-matmul: f32 8 rows x 64x48 weight on AVX-512 (inferx_f32, weight packed at load)
+// CHECK:       #[[X86:.+]] = #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">
+// CHECK-DAG:   #[[PACK:.+]] = affine_map<(d0, d1, d2, d3) -> (d0 * 64 + d2, d1 * 32 + d3)>
+// CHECK:       stream.executable private @inferx_f32_8x64x64 attributes {hal.executable.objects = #hal.executable.objects<{#[[X86]] = [#hal.executable.object<{path = "{{.*}}/f32_gemm-{{[0-9a-f]+}}.o"}>]}>}
+// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64) attributes {hal.import.static, llvm.bareptr = true}
+// CHECK:         func.func @inferx_f32_8x64x64({{.*}}) attributes {inferx.config = {{.*}}source = "rule (inferx-f32-matmul)"
+// CHECK-SAME:      inferx.dispatch = {{.*}}root = "inferx_f32 (C, AVX-512)"
+// CHECK:           call @inferx_f32_tile({{.*}}) : (memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK-LABEL: func.func @projection(
+// CHECK-SAME:    %[[X:.+]]: tensor<8x64xf32>, %{{.+}}: tensor<48x64xf32> {inferx.parameter = "p.w"}, %[[BIAS:.+]]: tensor<8x48xf32>
+// CHECK:         %[[WT:.+]] = linalg.transpose
+// CHECK:         %[[PADDED:.+]] = tensor.insert_slice %[[WT]] into %{{.+}}[0, 0] [64, 48] [1, 1] : tensor<64x48xf32> into tensor<64x64xf32>
+// CHECK:         %[[PANELS:.+]] = linalg.generic {indexing_maps = [#[[PACK]], {{.*}}]{{.*}} ins(%[[PADDED]] : tensor<64x64xf32>) outs(%{{.+}} : tensor<1x2x64x32xf32>)
+// CHECK:         %[[FLAT:.+]] = tensor.collapse_shape %[[PANELS]] {{\[}}[0, 1, 2, 3]] : tensor<1x2x64x32xf32> into tensor<4096xf32>
+// CHECK:         %[[C:.+]] = flow.dispatch @inferx_f32_8x64x64::@inferx_f32_8x64x64(%[[X]], %[[FLAT]]) : (tensor<8x64xf32>, tensor<4096xf32>) -> tensor<8x64xf32>
+// CHECK:         %[[CUT:.+]] = tensor.extract_slice %[[C]][0, 0] [8, 48] [1, 1] : tensor<8x64xf32> to tensor<8x48xf32>
+// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[CUT]] : tensor<8x48xf32>) outs(%[[BIAS]] : tensor<8x48xf32>)
+// CHECK:           arith.addf
+// CHECK:         return %[[Y]]
+// CHECK-NOT:     linalg.matmul
+func.func @projection(%x: tensor<8x64xf32>, %w: tensor<48x64xf32> {inferx.parameter = "p.w"},
+                      %bias: tensor<8x48xf32>) -> tensor<8x48xf32> {
+  %et = tensor.empty() : tensor<64x48xf32>
+  %wt = linalg.transpose ins(%w : tensor<48x64xf32>) outs(%et : tensor<64x48xf32>) permutation = [1, 0]
+  %y = linalg.matmul ins(%x, %wt : tensor<8x64xf32>, tensor<64x48xf32>) outs(%bias : tensor<8x48xf32>) -> tensor<8x48xf32>
+  return %y : tensor<8x48xf32>
+}
+
+// -----
+
+// Dynamic rows and a zero-filled accumulator: the row count is the dispatch's workload and
+// operand (workgroups of rows), and the kernel's sums are the result (no addition, no cut: 32
+// columns are the kernel's own).
+// REMARK: remark: inferx-f32-matmul: f32 dynamic rows x 32x32 weight on AVX-512
+// CHECK:       stream.executable private @inferx_f32_Dx32x32
+// CHECK:         stream.executable.export public @inferx_f32_Dx32x32 workgroups(%[[W:.+]]: index)
+// CHECK:           arith.ceildivui %[[W]], %{{.+}} : index
+// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK-LABEL: func.func @dynamic_rows(
+// CHECK:         tensor.dim %{{.+}}, %{{.+}} : tensor<?x32xf32>
+// CHECK:         %[[ROWS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x32xf32>
+// CHECK:         %[[C:.+]] = flow.dispatch @inferx_f32_Dx32x32::@inferx_f32_Dx32x32[%[[ROWS]]](%{{.+}}, %{{.+}}, %[[ROWS]]) : (tensor<?x32xf32>{%[[ROWS]]}, tensor<1024xf32>, index) -> tensor<?x32xf32>{%[[ROWS]]}
+// CHECK-NEXT:    return %[[C]]
+func.func @dynamic_rows(%x: tensor<?x32xf32>, %w: tensor<32x32xf32> {inferx.parameter = "d.w"}) -> tensor<?x32xf32> {
+  %c0 = arith.constant 0 : index
+  %zero = arith.constant 0.0 : f32
+  %rows = tensor.dim %x, %c0 : tensor<?x32xf32>
+  %e = tensor.empty(%rows) : tensor<?x32xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<?x32xf32>, tensor<32x32xf32>) outs(%z : tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
+// -----
+
+// K over 256: the weight is packed in K blocks of its largest divisor from 64 to 256 (1024: 4
+// blocks of 256; 320: 2 blocks of 160), the block passed to the kernel after M, N, K. Two
+// products of one shape share one executable.
+// REMARK: remark: inferx-f32-matmul: f32 4 rows x 1024x64 weight on AVX-512
+// REMARK: remark: inferx-f32-matmul: f32 4 rows x 1024x64 weight on AVX-512
+// REMARK: remark: inferx-f32-matmul: f32 4 rows x 320x32 weight on AVX-512
+// CHECK-DAG:   #[[PACK256:.+]] = affine_map<(d0, d1, d2, d3) -> (d0 * 256 + d2, d1 * 32 + d3)>
+// CHECK-DAG:   #[[PACK160:.+]] = affine_map<(d0, d1, d2, d3) -> (d0 * 160 + d2, d1 * 32 + d3)>
+// CHECK:       stream.executable private @inferx_f32_4x32x320
+// CHECK:         %[[K320:.+]] = arith.constant 320 : i64
+// CHECK-NEXT:    %[[KC160:.+]] = arith.constant 160 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[K320]], %[[KC160]], {{.*}})
+// CHECK:       stream.executable private @inferx_f32_4x64x1024
+// CHECK:         %[[K1024:.+]] = arith.constant 1024 : i64
+// CHECK-NEXT:    %[[KC256:.+]] = arith.constant 256 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[K1024]], %[[KC256]], {{.*}})
+// CHECK-NOT:   stream.executable
+// CHECK-LABEL: func.func @deep(
+// CHECK:         %[[P0:.+]] = linalg.generic {indexing_maps = [#[[PACK256]], {{.*}}]{{.*}} outs(%{{.+}} : tensor<4x2x256x32xf32>)
+// CHECK:         %[[F0:.+]] = tensor.collapse_shape %[[P0]] {{.*}} : tensor<4x2x256x32xf32> into tensor<65536xf32>
+// CHECK:         flow.dispatch @inferx_f32_4x64x1024::@inferx_f32_4x64x1024(%{{.+}}, %[[F0]])
+// CHECK:         linalg.generic {indexing_maps = [#[[PACK256]], {{.*}}]{{.*}} outs(%{{.+}} : tensor<4x2x256x32xf32>)
+// CHECK:         flow.dispatch @inferx_f32_4x64x1024::@inferx_f32_4x64x1024(
+// CHECK:         linalg.generic {indexing_maps = [#[[PACK160]], {{.*}}]{{.*}} outs(%{{.+}} : tensor<2x1x160x32xf32>)
+// CHECK:         flow.dispatch @inferx_f32_4x32x320::@inferx_f32_4x32x320(
+// CHECK-NOT:     linalg.matmul
+func.func @deep(%x: tensor<4x1024xf32>, %w: tensor<1024x64xf32> {inferx.parameter = "k.w"},
+                %v: tensor<1024x64xf32> {inferx.parameter = "k.v"}, %z: tensor<4x64xf32>,
+                %x320: tensor<4x320xf32>, %u: tensor<320x32xf32> {inferx.parameter = "k.u"}, %z32: tensor<4x32xf32>)
+    -> (tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x32xf32>) {
+  %y = linalg.matmul ins(%x, %w : tensor<4x1024xf32>, tensor<1024x64xf32>) outs(%z : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %y2 = linalg.matmul ins(%x, %v : tensor<4x1024xf32>, tensor<1024x64xf32>) outs(%z : tensor<4x64xf32>) -> tensor<4x64xf32>
+  %y3 = linalg.matmul ins(%x320, %u : tensor<4x320xf32>, tensor<320x32xf32>) outs(%z32 : tensor<4x32xf32>) -> tensor<4x32xf32>
+  return %y, %y2, %y3 : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x32xf32>
+}
