@@ -26,12 +26,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar, Optional
 
-from . import cpu_extern
 from .base import TargetedPass
 from .iree_ir import generic
 from .linalg_analysis import collect
-from .remarks import remark
-from .weight_products import replace_with_kernel, weight_product_form
+from .weight_products import run_weight_kernel, weight_product_form
 
 def amx_form(op) -> tuple[Optional[tuple[int, int, int]], str]:
     """((M or -1, N, K), "") for a matmul the kernel takes, or (None, why not)."""
@@ -68,26 +66,6 @@ class AmxMatmul(TargetedPass):
         matmuls = collect(module, lambda o: o.name == "linalg.matmul")
         if not matmuls or target.backend != "llvm-cpu":
             return
-        obj = None
-        for op in matmuls:
-            if str(op.operands[0].type.element_type) != "bf16":
-                continue  # not a bf16 matmul: nothing for this pass
-            form, why = amx_form(op)
-            if form is None:
-                remark(self.name, op, f"declined: {why}")
-                continue
-            m, n, k = form
-            why = cpu_objects.bf16_amx_declined(target, k)
-            if why is None and obj is None:
-                try:
-                    obj = cpu_objects.build("bf16_amx_gemm.c").path
-                except cpu_objects.KernelBuildError as e:
-                    why = str(e)
-            if why is not None:
-                remark(self.name, op, f"declined: {why}")
-                continue
-            rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
-            remark(self.name, op, f"bf16 {rows} x {k}x{n} weight on AMX (inferx_bf16_amx, weight packed at load)")
-            with op.context:
-                replace_with_kernel(module, op, "bf16_amx", k, n, obj, amx_packed)
-
+        run_weight_kernel(self.name, module, matmuls, ("bf16", "bf16", "f32"),
+                          lambda k: cpu_objects.bf16_amx_declined(target, k), "bf16_amx_gemm.c", "bf16_amx",
+                          amx_packed, "AMX")

@@ -33,12 +33,10 @@ from typing import ClassVar
 
 from inferx_compiler.kernels.cpu_objects import f32_k_block
 
-from . import cpu_extern
 from .base import TargetedPass
 from .iree_ir import generic
 from .linalg_analysis import collect
-from .remarks import remark
-from .weight_products import replace_with_kernel, weight_product_form
+from .weight_products import run_weight_kernel
 
 
 def f32_packed(w):
@@ -72,26 +70,6 @@ class F32Matmul(TargetedPass):
         target = self.target_record()
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
-        obj = None
-        for op in collect(module, lambda o: o.name == "linalg.matmul"):
-            if str(op.operands[0].type.element_type) != "f32":
-                continue  # a bf16 or integer product: not this pass's
-            form, why = weight_product_form(op, ("f32", "f32", "f32"))
-            if form is None:
-                remark(self.name, op, f"declined: {why}")
-                continue
-            m, n, k = form
-            why = cpu_objects.f32_kernel_declined(target, k)
-            if why is None and obj is None:
-                try:
-                    obj = cpu_objects.build("f32_gemm.c").path
-                except cpu_objects.KernelBuildError as e:
-                    why = str(e)
-            if why is not None:
-                remark(self.name, op, f"declined: {why}")
-                continue
-            rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
-            remark(self.name, op, f"f32 {rows} x {k}x{n} weight on AVX-512 (inferx_f32, weight packed at load)")
-            with op.context:
-                replace_with_kernel(module, op, "f32", k, n, obj, f32_packed)
-
+        run_weight_kernel(self.name, module, collect(module, lambda o: o.name == "linalg.matmul"),
+                          ("f32", "f32", "f32"), lambda k: cpu_objects.f32_kernel_declined(target, k), "f32_gemm.c",
+                          "f32", f32_packed, "AVX-512")

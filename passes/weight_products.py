@@ -13,6 +13,7 @@ from . import cpu_extern
 from .func_util import arg_attrs
 from .iree_ir import generic, is_zero_fill, resized
 from .linalg_analysis import indexing_maps
+from .remarks import remark
 
 _FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape",
                     "tensor.empty", "arith.constant")
@@ -84,3 +85,35 @@ def replace_with_kernel(module, op, kind: str, k: int, n: int, kernel_object: st
         y = c if is_zero_fill(init) else add_init(c, init)
     op.results[0].replace_all_uses_with(y)
     op.erase()
+
+
+def run_weight_kernel(pass_name: str, module, matmuls, types: tuple[str, str, str], declined, source: str, kind: str,
+                      pack, where: str) -> None:
+    """The loop of the weight-kernel passes: for each matmul of `matmuls` whose left operand has
+    `types[0]`, the weight product form (else a remark), then `declined(k)` (the kernel's rule:
+    None or why not), then the kernel object `source`; the product goes to kernel `kind` on
+    `pack(w)`, with a remark saying so (`where`: the unit it runs on)."""
+    from inferx_compiler.kernels import cpu_objects
+
+    obj = None
+    for op in matmuls:
+        if str(op.operands[0].type.element_type) != types[0]:
+            continue  # another element type: not this pass's
+        form, why = weight_product_form(op, types)
+        if form is None:
+            remark(pass_name, op, f"declined: {why}")
+            continue
+        m, n, k = form
+        why = declined(k)
+        if why is None and obj is None:
+            try:
+                obj = cpu_objects.build(source).path
+            except cpu_objects.KernelBuildError as e:
+                why = str(e)
+        if why is not None:
+            remark(pass_name, op, f"declined: {why}")
+            continue
+        rows = "dynamic rows" if m == cpu_extern.DYNAMIC else f"{m} rows"
+        remark(pass_name, op, f"{types[0]} {rows} x {k}x{n} weight on {where} (inferx_{kind}, weight packed at load)")
+        with op.context:
+            replace_with_kernel(module, op, kind, k, n, obj, pack)
