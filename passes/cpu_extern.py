@@ -261,8 +261,8 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                 "u8s8_amx": ("inferx_u8s8_amx (C, AMX)", "i8", "32x32 blocks in four AMX tiles, tdpbusd"),
                 "bf16_amx": ("inferx_bf16_amx (C, AMX)", "bf16", "32x32 blocks in four AMX tiles, tdpbf16ps, "
                                                                   "f32 sums"),
-                "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, rows packed per K block, "
-                                                          "weight in 32-column panels per K block")}
+                "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, weight in 32-column panels "
+                                                          "per K block, rows packed only where they share L1 sets")}
 PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul"}  # else quantize-contractions
 
 

@@ -5,8 +5,8 @@ on every call and its microkernel's 16x16 register tile loads a weight vector fo
 multiply-adds. On BERT-base's products (128x768 by 768x3072 and back) on a Xeon with AVX-512
 that ran at 79-110 GFLOP/s a core (tools/bench/dispatch_profile.py), where this pass's kernel,
 inferx_compiler/kernels/f32_gemm.c, runs at 140-150: a 14x32 register tile (28 accumulators, two
-weight loads for 28 FMAs), the weight packed once in 32-column panels per K block, a row block
-packed per K block (rows whose stride is a multiple of 4 KiB would share L1 sets), the next
+weight loads for 28 FMAs), the weight packed once in 32-column panels per K block, the rows read
+in place (packed per K block only where their stride puts them in few L1 sets), the next
 weight rows prefetched (one row of activations streams the weight at memory speed).
 
 This pass replaces each `linalg.matmul` with f32 operands whose right-hand operand is computed
