@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zipfile
 
 import numpy as np
 import onnx
@@ -285,7 +286,10 @@ def test_a_damaged_cache_entry_is_rebuilt(tmp_path):
     assert compile_main([path, "--target", "cpu", "-o", str(first), "--cache-dir", str(cache), "-q"]) == 0
     (entry,) = cache.rglob("*.ixa")
     data = bytearray(entry.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # inside a member
+    with zipfile.ZipFile(entry) as z:  # a byte inside the largest member's data (not a header's date field)
+        member = max(z.infolist(), key=lambda i: i.compress_size)
+    start = member.header_offset + 30 + len(member.filename.encode()) + len(member.extra)
+    data[start + member.compress_size // 2] ^= 0xFF
     entry.write_bytes(bytes(data))
     proc = _compile_cli(path, "--target", "cpu", "-o", str(second), "--cache-dir", str(cache))
     assert proc.returncode == 0 and "build cache: miss" in proc.stderr and "stored as" in proc.stderr
