@@ -24,17 +24,12 @@ compiler. Spelled `inferx-amx-matmul{target=x86-amx}`.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 from .base import TargetedPass
 from .iree_ir import generic
 from .linalg_analysis import collect
-from .weight_products import run_weight_kernel, weight_product_form
-
-def amx_form(op) -> tuple[Optional[tuple[int, int, int]], str]:
-    """((M or -1, N, K), "") for a matmul the kernel takes, or (None, why not)."""
-    return weight_product_form(op, ("bf16", "bf16", "f32"))
-
+from .weight_products import run_weight_kernel
 
 def amx_packed(w):
     """w [K, N] bf16 in the kernel's layout (kernels/bf16_amx_gemm.c), flattened: element
