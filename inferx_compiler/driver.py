@@ -304,13 +304,15 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 def _c_kernels_used(dispatches: list) -> dict:
     """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
     targets: the VNNI and AMX kernels), for the manifest: a rebuild with another C compiler can differ."""
+    from .passes.cpu_extern import SOURCE_OF_KIND
+
     from .kernels import cpu_objects
 
     used = {}
-    for kind in ("u8s8", "u8s4", "bf16_amx", "u8s8_amx", "f32"):
-        if any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
-            built = cpu_objects.build(f"{kind}_gemm.c")  # cached: the object the build linked
-            used[f"{kind}_gemm.c"] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
+    for kind, source in SOURCE_OF_KIND.items():
+        if source not in used and any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
+            built = cpu_objects.build(source)  # cached: the object the build linked
+            used[source] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
     return used
 
 

@@ -36,6 +36,10 @@ X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"
 DYNAMIC = -1  # rows known only at run time
 AMX_KINDS = ("bf16_amx", "u8s8_amx")  # kernels on AMX tiles (32x32 blocks)
 S32_KINDS = ("u8s8", "u8s8_amx")  # u8 x s8 kernels: s32 sums (the others give f32)
+F32_KINDS = ("f32", "f32l")  # f32_gemm.c: the weight on the right, or on the left (both packed at load)
+F32_LEFT_ROWS = 14  # f32_gemm.c's register tile rows (MR): the left weight's packed row blocks
+SOURCE_OF_KIND = {"u8s8": "u8s8_gemm.c", "u8s4": "u8s4_gemm.c", "bf16_amx": "bf16_amx_gemm.c",
+                  "u8s8_amx": "u8s8_amx_gemm.c", "f32": "f32_gemm.c", "f32l": "f32_gemm.c"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,7 @@ class KernelProduct:
     """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
 
     kind: str  # "u8s8", "u8s8_amx" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx", "f32" (f32 sums)
+    #            | "f32l": the weight on the left, C[M, N] = W[M, K] x B[K, N] (activations B, static)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
@@ -61,7 +66,7 @@ class KernelProduct:
 
     @property
     def source(self) -> str:
-        return f"{self.kind}_gemm.c"
+        return SOURCE_OF_KIND[self.kind]
 
     def tile(self) -> tuple[int, int]:
         """(rows, columns) a workgroup computes. VNNI kernels: 64 columns where N allows (else 32),
@@ -70,6 +75,8 @@ class KernelProduct:
         tile reads each operand tile for more products)."""
         if self.kind == "f32":
             return self._f32_tile()
+        if self.kind == "f32l":
+            return self._f32l_tile()
         if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
             rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
@@ -87,6 +94,14 @@ class KernelProduct:
         rows = 128 if self.m == DYNAMIC else min(128, self.m)
         return rows, columns
 
+    def _f32l_tile(self) -> tuple[int, int]:
+        """f32_gemm.c with the weight on the left: up to 126 weight rows (whole 14-row blocks of
+        the packed weight); 256 columns (pixels) where N >= 1024, else N rounded up to the
+        32-column panel, at most 128 (the last panel masked)."""
+        columns = 256 if self.n >= 1024 else min(128, kernel_columns(self.n))
+        blocks = -(-self.m // F32_LEFT_ROWS)
+        return F32_LEFT_ROWS * min(9, blocks), columns
+
     def bindings(self) -> list[tuple[list, str]]:
         """(shape, element type) of the kernel's buffers in order: inputs, then the result; a
         shape entry "?" is the dynamic row count."""
@@ -97,12 +112,15 @@ class KernelProduct:
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
         if self.kind == "f32":
             return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.n], "f32")]
+        if self.kind == "f32l":
+            packed = -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k
+            return [([packed], "f32"), ([self.k, self.n], "f32"), ([self.m, self.n], "f32")]
         return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
                 ([rows, self.n], "f32")]
 
     def sizes(self) -> list[int]:
         """The C function's size arguments after M (then the tile follows)."""
-        if self.kind == "f32":
+        if self.kind in F32_KINDS:
             return [self.n, self.k, f32_k_block(self.k)]
         return [self.n, self.k] + ([self.group] if self.kind == "u8s4" else [])
 
@@ -236,6 +254,16 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)
 
 
+def left_weight_product(module, w, packed, x, kernel_object: str):
+    """C[M, N] = w[M, K] x x[K, N] (f32, static shapes) on f32_gemm.c's left-weight entry
+    (`inferx_f32l_tile`: w given `packed` in its row blocks, x's column panels copied per tile,
+    any N)."""
+    m, k = w.type.shape
+    product = KernelProduct("f32l", m, x.type.shape[1], k)
+    declare(module, product, kernel_object)
+    return dispatch(product, [packed, x])
+
+
 def _first_columns(value, n: int, rows):
     """value[:, :n] (rows: the row count, an index value, for dynamic rows)."""
     from iree.compiler import ir
@@ -262,8 +290,10 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                 "bf16_amx": ("inferx_bf16_amx (C, AMX)", "bf16", "32x32 blocks in four AMX tiles, tdpbf16ps, "
                                                                   "f32 sums"),
                 "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, weight in 32-column panels "
-                                                          "per K block, rows packed only where they share L1 sets")}
-PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul"}  # else quantize-contractions
+                                                          "per K block, rows packed only where they share L1 sets"),
+                "f32l": ("inferx_f32l (C, AVX-512)", "f32", "14x32 register tile, weight rows in place, "
+                                                            "activation panels copied per tile")}
+PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul"}  # else quantize-contractions
 
 
 def _annotate_entry(executable, p: KernelProduct) -> None:

@@ -37,21 +37,27 @@
 
 /* c[0:rows, 0:32] (+)= a[0:rows, 0:kc] b[0:kc, 0:32]; rows is a compile-time constant after inlining. */
 static inline __attribute__((always_inline)) void micro(int rows, const float *a, int64_t lda, int64_t step, const float *b,
-                                                        int64_t kc, float *c, int64_t ldc, int accumulate) {
+                                                        int64_t kc, float *c, int64_t ldc, int accumulate, __mmask16 lo,
+                                                        __mmask16 hi, int left) {
   __m512 acc[MR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
     if (i < rows) {
-      acc[i][0] = accumulate ? _mm512_loadu_ps(c + i * ldc) : _mm512_setzero_ps();
-      acc[i][1] = accumulate ? _mm512_loadu_ps(c + i * ldc + 16) : _mm512_setzero_ps();
+      acc[i][0] = accumulate ? _mm512_maskz_loadu_ps(lo, c + i * ldc) : _mm512_setzero_ps();
+      acc[i][1] = accumulate ? _mm512_maskz_loadu_ps(hi, c + i * ldc + 16) : _mm512_setzero_ps();
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
-    _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32), _MM_HINT_T0);
-    _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32 + 16), _MM_HINT_T0);
-    /* and the next panel's block into L2: the first row block of a tile streams the weight from memory */
-    _mm_prefetch((const char *)(b + (k + kc) * 32), _MM_HINT_T1);
-    _mm_prefetch((const char *)(b + (k + kc) * 32 + 16), _MM_HINT_T1);
+    if (left) {
+      /* the weight's packed rows stream from L2, one line a k; the panel is in L1 */
+      _mm_prefetch((const char *)(a + (k + PREFETCH_K) * step), _MM_HINT_T0);
+    } else {
+      _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32), _MM_HINT_T0);
+      _mm_prefetch((const char *)(b + (k + PREFETCH_K) * 32 + 16), _MM_HINT_T0);
+      /* and the next panel's block into L2: the first row block of a tile streams the weight from memory */
+      _mm_prefetch((const char *)(b + (k + kc) * 32), _MM_HINT_T1);
+      _mm_prefetch((const char *)(b + (k + kc) * 32 + 16), _MM_HINT_T1);
+    }
     const __m512 b0 = _mm512_loadu_ps(b + k * 32);
     const __m512 b1 = _mm512_loadu_ps(b + k * 32 + 16);
 #pragma GCC unroll 14
@@ -66,26 +72,32 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
     if (i < rows) {
-      _mm512_storeu_ps(c + i * ldc, acc[i][0]);
-      _mm512_storeu_ps(c + i * ldc + 16, acc[i][1]);
+      _mm512_mask_storeu_ps(c + i * ldc, lo, acc[i][0]);
+      _mm512_mask_storeu_ps(c + i * ldc + 16, hi, acc[i][1]);
     }
   }
 }
 
-static void micro_rows(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc,
-                       int accumulate) {
-  switch (rows) {
-#define INFERX_ROWS(r) \
-  case r:              \
-    micro(r, a, lda, step, b, kc, c, ldc, accumulate); \
-    break;
-    INFERX_ROWS(1) INFERX_ROWS(2) INFERX_ROWS(3) INFERX_ROWS(4) INFERX_ROWS(5) INFERX_ROWS(6) INFERX_ROWS(7)
-    INFERX_ROWS(8) INFERX_ROWS(9) INFERX_ROWS(10) INFERX_ROWS(11) INFERX_ROWS(12) INFERX_ROWS(13) INFERX_ROWS(14)
-#undef INFERX_ROWS
-    default:
-      break;
+/* micro with `rows` (and `left`) as compile-time constants. */
+#define INFERX_MICRO_ROWS(name, left)                                                                                      \
+  static void name(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc, \
+                   int accumulate, __mmask16 lo, __mmask16 hi) {                                                           \
+    switch (rows) {                                                                                                        \
+      INFERX_ROWS(1, left) INFERX_ROWS(2, left) INFERX_ROWS(3, left) INFERX_ROWS(4, left) INFERX_ROWS(5, left)            \
+      INFERX_ROWS(6, left) INFERX_ROWS(7, left) INFERX_ROWS(8, left) INFERX_ROWS(9, left) INFERX_ROWS(10, left)           \
+      INFERX_ROWS(11, left) INFERX_ROWS(12, left) INFERX_ROWS(13, left) INFERX_ROWS(14, left)                              \
+      default:                                                                                                             \
+        break;                                                                                                             \
+    }                                                                                                                      \
   }
-}
+#define INFERX_ROWS(r, left) \
+  case r:                    \
+    micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left); \
+    break;
+INFERX_MICRO_ROWS(micro_rows, 0)
+INFERX_MICRO_ROWS(micro_rows_left, 1)
+#undef INFERX_ROWS
+#undef INFERX_MICRO_ROWS
 
 /* Whether MR rows K floats apart fall into few L1 sets (48 KiB, 12 ways, 64 sets of 64-byte
  * lines): rows repeat a set every 64 / gcd(K / 16, 64) rows; under 4, a register tile's rows
@@ -155,8 +167,49 @@ void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b
         pack_rows(rows_a, K, rows, kc, packed);
         rows_a = packed, lda = 1, step = PACKED_ROWS;
       }
-      for (int64_t n = n0; n < n1; n += 32) micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0);
+      for (int64_t n = n0; n < n1; n += 32) micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0, 0xFFFF, 0xFFFF);
       m += rows;
+    }
+  }
+}
+
+/* panel[k][0:32] = b[k][0:cols] for k < kc (row stride ldb), the columns past `cols` zero. */
+static void pack_panel(const float *b, int64_t ldb, int64_t kc, __mmask16 lo, __mmask16 hi, float *panel) {
+  for (int64_t k = 0; k < kc; ++k) {
+    _mm_prefetch((const char *)(b + (k + 8) * ldb), _MM_HINT_T0);
+    _mm512_storeu_ps(panel + k * 32, _mm512_maskz_loadu_ps(lo, b + k * ldb));
+    _mm512_storeu_ps(panel + k * 32 + 16, _mm512_maskz_loadu_ps(hi, b + k * ldb + 16));
+  }
+}
+
+static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+/* The weight on the left: C[M, N] = A x B[K, N] with A a weight [M, K] packed (by
+ * inferx-f32-matmul, at load) as [ceil(M / 14)][K][14] (blocks of MR rows, k-major, the rows
+ * past M zero: a 16-float line a k ran no faster) and B activations, row-major [K, N],
+ * any N (a convolution as a matmul: w[F, C kh kw] x col[C kh kw, pixels]). Same register tile;
+ * for each K block and 32-column panel of the tile, the panel is first copied into a contiguous
+ * [kc][32] block (the columns past N zero: one pass over it, then read by every row block; in
+ * place, rows a few thousand pixels apart would share L1 sets), the weight's row blocks stream
+ * from L2 past it (prefetched PREFETCH_K k ahead), and the last panel's stores are masked. m0 and mt are
+ * multiples of 14. Stack use: the 32 KiB panel. */
+void inferx_f32l_tile(const float *a, int64_t a_offset, const float *b, int64_t b_offset, float *c, int64_t c_offset,
+                      int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0, int64_t nt) {
+  a += a_offset;
+  b += b_offset;
+  c += c_offset;
+  const int64_t m1 = m0 + mt < M ? m0 + mt : M;
+  const int64_t n1 = n0 + nt < N ? n0 + nt : N;
+  float panel[KC_MAX * 32];
+  for (int64_t k0 = 0; k0 < K; k0 += kc) {
+    for (int64_t n = n0; n < n1; n += 32) {
+      const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
+      pack_panel(b + k0 * N + n, N, kc, lo, hi, panel);
+      for (int64_t m = m0; m < m1; m += MR) {
+        const int rows = (int)(m1 - m < MR ? m1 - m : MR);
+        micro_rows_left(rows, a + ((m / MR) * K + k0) * MR, 1, MR, panel, kc, c + m * N + n, N, k0 > 0,
+                        lo, hi);
+      }
     }
   }
 }
