@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from typing import Optional
+
+from inferx_compiler.kernels.c_epilogue import CEpilogue
 from inferx_compiler.kernels.cpu_objects import f32_k_block
 
 # Objects are keyed by the generic llvm-cpu x86-64 target: IREE picks them for whichever x86-64
@@ -52,17 +55,26 @@ class KernelProduct:
     n: int
     k: int
     group: int = 0  # u8s4: the group size along K
+    epilogue: Optional[CEpilogue] = None  # f32l: the elementwise work after it, in its generated variant
+    epilogue_shapes: tuple = ()  # the epilogue's input tensors' shapes
+    out_shape: tuple = ()  # the result's shape with an epilogue (the [M, N] product reshaped)
+    fused: tuple = ()  # the names of the ops the epilogue replaced (for the report)
 
     @property
     def symbol(self) -> str:
         rows = "D" if self.m == DYNAMIC else str(self.m)
-        suffix = f"g{self.group}" if self.kind == "u8s4" else ""
+        suffix = f"g{self.group}" if self.kind == "u8s4" else f"_e{self.epilogue.tag}" if self.epilogue else ""
         return f"inferx_{self.kind}_{rows}x{self.n}x{self.k}{suffix}"
 
     @property
     def entry(self) -> str:
-        """The C function (kernels/<kind>_gemm.c)."""
-        return f"inferx_{self.kind}_tile"
+        """The C function (kernels/<kind>_gemm.c, or the generated variant)."""
+        return self.epilogue.entry if self.epilogue else f"inferx_{self.kind}_tile"
+
+    @property
+    def result_shape(self) -> list:
+        """The result's shape ("?" or -1 rows: dynamic)."""
+        return list(self.out_shape) if self.out_shape else [self.m, self.n]
 
     @property
     def source(self) -> str:
@@ -114,7 +126,8 @@ class KernelProduct:
             return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.n], "f32")]
         if self.kind == "f32l":
             packed = -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k
-            return [([packed], "f32"), ([self.k, self.n], "f32"), ([self.m, self.n], "f32")]
+            return ([([packed], "f32"), ([self.k, self.n], "f32")] + [(list(s), "f32") for s in self.epilogue_shapes]
+                    + [(self.result_shape, "f32")])
         return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
                 ([rows, self.n], "f32")]
 
@@ -223,8 +236,8 @@ def dispatch(product: KernelProduct, inputs: list, rows=None):
     for name in ("hal", "flow"):
         ctx.dialects[name]
     element = ir.IntegerType.get_signless(32) if product.kind in S32_KINDS else ir.F32Type.get()
-    m = ir.ShapedType.get_dynamic_size() if product.m == DYNAMIC else product.m
-    result = ir.RankedTensorType.get([m, product.n], element)
+    dyn = ir.ShapedType.get_dynamic_size()
+    result = ir.RankedTensorType.get([dyn if d == DYNAMIC else d for d in product.result_shape], element)
     entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([product.symbol, product.symbol])])
     if product.m == DYNAMIC:
         op = flow.DispatchOp([result], [rows], entry, list(inputs) + [rows], [rows], [rows])
@@ -254,14 +267,19 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)
 
 
-def left_weight_product(module, w, packed, x, kernel_object: str):
+def left_weight_product(module, w, packed, x, kernel_object: str, epilogue=None, plan=None):
     """C[M, N] = w[M, K] x x[K, N] (f32, static shapes) on f32_gemm.c's left-weight entry
     (`inferx_f32l_tile`: w given `packed` in its row blocks, x's column panels copied per tile,
-    any N)."""
+    any N); with a CEpilogue `epilogue` (its object `kernel_object`) for the matmul_epilogue
+    `plan`, the value plan.result instead (computed from the plan's operands in the kernel)."""
     m, k = w.type.shape
-    product = KernelProduct("f32l", m, x.type.shape[1], k)
+    extra = {}
+    if epilogue is not None:
+        extra = dict(epilogue=epilogue, epilogue_shapes=tuple(tuple(v.type.shape) for v in plan.operands),
+                     out_shape=tuple(plan.result.type.shape), fused=tuple(plan.fused))
+    product = KernelProduct("f32l", m, x.type.shape[1], k, **extra)
     declare(module, product, kernel_object)
-    return dispatch(product, [packed, x])
+    return dispatch(product, [packed, x] + (list(plan.operands) if epilogue is not None else []))
 
 
 def _first_columns(value, n: int, rows):
@@ -291,7 +309,7 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                                                                   "f32 sums"),
                 "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, weight in 32-column panels "
                                                           "per K block, rows packed only where they share L1 sets"),
-                "f32l": ("inferx_f32l (C, AVX-512)", "f32", "14x32 register tile, weight rows in place, "
+                "f32l": ("inferx_f32l (C, AVX-512)", "f32", "14x32 register tile, weight in 14-row blocks, "
                                                             "activation panels copied per tile")}
 PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul"}  # else quantize-contractions
 
@@ -313,7 +331,8 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         "root": ir.StringAttr.get(root), "kind": ir.StringAttr.get("contraction"),
         "element_type": ir.StringAttr.get(element), "loops": ir.DenseI64ArrayAttr.get([p.m, p.n, p.k]),
         "flops": ir.IntegerAttr.get(i64, p.flops()),
-        "linalg_ops": ir.IntegerAttr.get(i64, 0), "fused": ir.ArrayAttr.get([])})
+        "linalg_ops": ir.IntegerAttr.get(i64, 0),
+        "fused": ir.ArrayAttr.get([ir.StringAttr.get(name) for name in p.fused])})
     config = ir.DictAttr.get({
         "source": ir.StringAttr.get(f"rule ({PASS_OF_KIND.get(p.kind, 'inferx-quantize-contractions')})"),
         "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),

@@ -36,7 +36,9 @@ from inferx_compiler.kernels.cpu_objects import f32_k_block
 from . import cpu_extern
 from .base import TargetedPass
 from .cpu_extern import F32_LEFT_ROWS
-from .iree_ir import generic, resized
+from .iree_ir import generic, is_zero_fill, resized
+from .matmul_epilogue import fusible_epilogue
+from .remarks import remark
 from .linalg_analysis import collect
 from .weight_products import left_weight_candidate, left_weight_form, replace_product, rewrite_products, run_weight_kernel
 
@@ -100,10 +102,54 @@ class F32Matmul(TargetedPass):
         run_weight_kernel(self.name, module, [op for op, flag in zip(matmuls, on_left) if not flag], ("f32", "f32", "f32"), declined,
                           "f32_gemm.c", "f32", f32_packed, "AVX-512")
         rewrite_products(self.name, left, lambda op: left_weight_form(op, ("f32", "f32", "f32")), declined,
-                         "f32_gemm.c", _describe_left, lambda op, form, obj: replace_product(
-                             op, lambda w, x: cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj)))
+                         "f32_gemm.c", _describe_left, lambda op, form, obj: _rewrite_left(self.name, module, op, obj))
 
 
 def _describe_left(form) -> str:
     m, n, k = form
     return f"f32 {m}x{k} weight x {k}x{n} activations on AVX-512 (inferx_f32l, weight packed at load)"
+
+
+def _c_epilogue(op):
+    """(the matmul_epilogue plan and its CEpilogue, "") or (None, None, why not)."""
+    from inferx_compiler.kernels import c_epilogue
+
+    plan, why = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2]))
+    if plan is None:
+        return None, None, why
+    if not plan.epilogue.body:
+        return None, None, "nothing but reshapes after it"
+    m, n = op.results[0].type.shape
+    try:
+        return plan, c_epilogue.generate(plan.epilogue, m, n), ""
+    except c_epilogue.Unsupported as e:
+        return None, None, str(e)
+
+
+def _rewrite_left(pass_name: str, module, op, obj: str) -> None:
+    """The matmul w x columns -> the left-weight kernel; the elementwise ops after it (the
+    init, a bias, a residual, an activation) in the kernel's generated epilogue where it can
+    run them, else the init added after it."""
+    from iree.compiler import ir
+
+    from inferx_compiler.kernels import cpu_objects
+
+    plan, epilogue, why = _c_epilogue(op)
+    if epilogue is not None:
+        try:
+            obj = cpu_objects.build_generated(epilogue.source, f"f32_gemm_{epilogue.tag}", "f32_gemm.c").path
+        except cpu_objects.KernelBuildError as e:
+            plan, epilogue, why = None, None, str(e)
+    if epilogue is None:
+        remark(pass_name, op, f"the ops after it stay IREE's: {why}")
+        replace_product(op, lambda w, x: cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj))
+        return
+    remark(pass_name, op, f"fused {len(plan.ops)} ops after it ({', '.join(plan.fused) or 'the init'}) in its epilogue")
+    w, x = op.operands[:2]
+    last = plan.ops[-1] if plan.ops else op
+    with ir.InsertionPoint(last), last.location:
+        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj, epilogue, plan)
+    plan.result.replace_all_uses_with(result)
+    for fused in reversed(plan.ops):
+        fused.erase()
+    op.erase()

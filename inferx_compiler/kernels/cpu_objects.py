@@ -92,26 +92,42 @@ def _probe_compiler(cc: Optional[str], path: Optional[str]) -> tuple[Optional[li
 def build(source: str) -> KernelObject:
     """The object file of `source` (a file name in SOURCES), compiled once and cached.
     KernelBuildError names what failed (no compiler, a compile error, an unwritable cache)."""
+    return _cached(source)
+
+
+def build_generated(text: str, stem: str, like: str) -> KernelObject:
+    """The object file of generated C `text` (which may include this folder's sources), compiled
+    once and cached with the flags of source `like` (a SOURCES name); errors as build's."""
+    return _cached(like, text.encode(), stem)
+
+
+def _cached(source: str, generated: Optional[bytes] = None, stem: Optional[str] = None) -> KernelObject:
     try:
-        return _build(source)
+        return _build(source, generated, stem)
     except OSError as e:
-        raise KernelBuildError(f"cannot build {source} in the kernel cache {e.filename or cache_root()!r}: "
+        raise KernelBuildError(f"cannot build {stem or source} in the kernel cache {e.filename or cache_root()!r}: "
                                f"{e.strerror or e} (set INFERX_KERNEL_CACHE to a writable folder)") from None
 
 
-def _build(source: str) -> KernelObject:
+def _build(source: str, generated: Optional[bytes] = None, stem: Optional[str] = None) -> KernelObject:
     command, version = c_compiler()
     if command is None:
         raise KernelBuildError(version)
     path = os.path.join(HERE, source)
     with open(path, "rb") as f:
-        text = f.read()
+        text = (generated + b"\0" if generated is not None else b"") + f.read()
     for header in sorted(h for h in os.listdir(HERE) if h.endswith(".h")):  # what the sources include
         with open(os.path.join(HERE, header), "rb") as f:
             text += b"\0" + f.read()
-    flags = list(FREESTANDING) + list(SOURCES[source])
+    flags = list(FREESTANDING) + list(SOURCES[source]) + (["-I", HERE] if generated is not None else [])
     key = hashlib.sha256(b"\0".join([text, version.encode(), " ".join(command + flags).encode()])).hexdigest()[:24]
-    out = os.path.join(cache_dir(), f"{os.path.splitext(source)[0]}-{key}.o")
+    out = os.path.join(cache_dir(), f"{stem or os.path.splitext(source)[0]}-{key}.o")
+    if generated is not None:  # the generated text, beside its object
+        path = out[:-2] + ".c"
+        fd, tmp = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(out))
+        with os.fdopen(fd, "wb") as f:
+            f.write(generated)
+        os.replace(tmp, path)
     if not os.path.isfile(out):
         fd, tmp = tempfile.mkstemp(suffix=".o", dir=os.path.dirname(out))
         os.close(fd)
