@@ -53,7 +53,8 @@ func.func @pointwise_conv(%x: tensor<40x50xf32>, %w: tensor<30x40xf32> {inferx.p
 
 // Declined epilogues, the product still on the kernel: an op it has no vector code for (exp: no
 // math library in the freestanding kernel) stays IREE's, as does a transpose of the product
-// (the kernel stores the product's layout); a dynamic pixel count leaves the matmul to IREE.
+// (the kernel stores the product's layout: the bias init is then added after it); a dynamic
+// pixel count leaves the matmul to IREE.
 // REMARK:      remark: inferx-f32-matmul: f32 8x16 weight x 16x20 activations on AVX-512 (inferx_f32l, weight packed at load)
 // REMARK-NEXT: remark: inferx-f32-matmul: the ops after it stay IREE's: exp (the kernel is freestanding: no vector math library)
 // CHECK-LABEL: func.func @exp_after(
@@ -81,16 +82,12 @@ func.func @exp_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.paramet
 
 // REMARK:      remark: inferx-f32-matmul: f32 8x16 weight x 16x20 activations on AVX-512 (inferx_f32l, weight packed at load)
 // REMARK-NEXT: remark: inferx-f32-matmul: the ops after it stay IREE's: a result stored transposed (the kernel stores the product's layout)
-// CHECK-LABEL: func.func @transposed_after(
-// CHECK:         %[[Y:.+]] = flow.dispatch @inferx_f32l_8x20x16::@inferx_f32l_8x20x16(
-// CHECK:         linalg.transpose ins(%[[Y]] : tensor<8x20xf32>)
-
-func.func @transposed_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.parameter = "t.w"}) -> tensor<20x8xf32> {
-  %zero = arith.constant 0.0 : f32
+// CHECK-LABEL: func.func @transposed_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.parameter = "t.w"},
+                            %b: tensor<8xf32> {inferx.parameter = "t.b"}) -> tensor<20x8xf32> {
   %e = tensor.empty() : tensor<8x20xf32>
   %et = tensor.empty() : tensor<20x8xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x20xf32>) -> tensor<8x20xf32>
-  %y = linalg.matmul ins(%w, %x : tensor<8x16xf32>, tensor<16x20xf32>) outs(%z : tensor<8x20xf32>) -> tensor<8x20xf32>
+  %init = linalg.broadcast ins(%b : tensor<8xf32>) outs(%e : tensor<8x20xf32>) dimensions = [1]
+  %y = linalg.matmul ins(%w, %x : tensor<8x16xf32>, tensor<16x20xf32>) outs(%init : tensor<8x20xf32>) -> tensor<8x20xf32>
   %t = linalg.transpose ins(%y : tensor<8x20xf32>) outs(%et : tensor<20x8xf32>) permutation = [1, 0]
   return %t : tensor<20x8xf32>
 }
