@@ -82,7 +82,13 @@ func.func @exp_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.paramet
 
 // REMARK:      remark: inferx-f32-matmul: f32 8x16 weight x 16x20 activations on AVX-512 (inferx_f32l, weight packed at load)
 // REMARK-NEXT: remark: inferx-f32-matmul: the ops after it stay IREE's: a result stored transposed (the kernel stores the product's layout)
-// CHECK-LABEL: func.func @transposed_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.parameter = "t.w"},
+// CHECK-LABEL: func.func @transposed_after(
+// CHECK:         %[[C:.+]] = flow.dispatch @inferx_f32l_8x20x16::@inferx_f32l_8x20x16(
+// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[C]] : tensor<8x20xf32>)
+// CHECK:           arith.addf
+// CHECK:         linalg.transpose ins(%[[Y]] : tensor<8x20xf32>)
+
+func.func @transposed_after(%x: tensor<16x20xf32>, %w: tensor<8x16xf32> {inferx.parameter = "t.w"},
                             %b: tensor<8xf32> {inferx.parameter = "t.b"}) -> tensor<20x8xf32> {
   %e = tensor.empty() : tensor<8x20xf32>
   %et = tensor.empty() : tensor<20x8xf32>
