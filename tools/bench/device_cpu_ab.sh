@@ -12,7 +12,7 @@
 #   there: run(command="bash tools/bench/device_cpu_ab.sh .devcarry MODEL.onnx NAME=ART.ixa ...",
 #              carry=[".devcarry"])
 #
-# Prints the table for 2 threads, then 1 thread. THREADS="2 1" and ROUNDS=11 by default.
+# Prints the table for 2 threads, then 1 thread. THREADS="2 1", ROUNDS=11 and BATCH=1 by default.
 set -e
 CARRY=$1; MODEL=$2; shift 2
 R=$PWD
@@ -25,5 +25,5 @@ ARTS=()
 for a in "$@"; do ARTS+=(--artifact "${a%%=*}=$R/${a#*=}"); done
 cd /tmp
 for t in ${THREADS:-2 1}; do
-  python3 "$R/tools/bench/knobs.py" "$R/$MODEL" --threads "$t" "${ARTS[@]}" --rounds "${ROUNDS:-11}" --cache /tmp/kc 2>&1 | tail -6
+  python3 "$R/tools/bench/knobs.py" "$R/$MODEL" --batch "${BATCH:-1}" --threads "$t" "${ARTS[@]}" --rounds "${ROUNDS:-11}" --cache /tmp/kc 2>&1 | tail -6
 done
