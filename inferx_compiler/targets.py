@@ -86,14 +86,16 @@ class Target:
     # gave wrong BERT b8 outputs (relative L2 1.24) and a 28x slower MLP b1, and fp32 BERT b8 was
     # 12% slower (`o2-check/` there). CPU targets stay at O0: O2 measured slower on BERT there.
     half_precision_opt_level: Optional[str] = None
-    # inferx-f32-matmul also takes the matmuls with the weight on the left (convolutions after
-    # inferx-conv-strategy: w[F, K] x columns[K, pixels]) and the elementwise ops after them
-    # (bias, residual, ReLU) in the kernel. On where it was measured faster: an Intel Xeon with
-    # AVX-512 (two 512-bit FMA units), ResNet of half ResNet-50's width at batch 1, 2 threads,
-    # 8.71 -> 7.66 ms (docs/bench/2026-12-03-f32-left-kernel/). Off on AMD Zen 4 (one 512-bit FMA
-    # a cycle: IREE's mmt4d is at the same rate; ResNet-50 b1 94.5 vs 95.2 ms on one thread, b8 485
-    # -> 545 ms on two) and on targets that name no Intel core.
-    f32_weight_left: bool = False
+    # inferx-f32-matmul: f32 matmuls against weights on our AVX-512 kernel (f32_gemm.c), the
+    # weight on the right (projections) or on the left (convolutions after inferx-conv-strategy,
+    # with the bias, residual and ReLU after them in the kernel). On where it was measured faster:
+    # Intel Xeons with AVX-512 (two 512-bit FMA units; IREE's mmt4d reached half their rate):
+    # BERT-base b1 140.0 -> 114.7 ms (docs/bench/2026-12-03-cpu-f32-kernel/), a ResNet of half
+    # ResNet-50's width b1 8.71 -> 7.66 ms (docs/bench/2026-12-03-f32-left-kernel/), 2 threads.
+    # Off on AMD Zen 4 (one 512-bit FMA a cycle, which IREE's mmt4d also reaches; same runs,
+    # 2 threads: MLP b1 22.1 -> 24.0 ms, b64 86.9 -> 97.7, GPT-2 176 -> 183, BERT 146 -> 143,
+    # ResNet-50 b8 485 -> 545) and on records naming no Intel core.
+    f32_kernel: bool = False
 
     @property
     def executable(self) -> bool:
@@ -184,7 +186,7 @@ def _host_cpu() -> Target:
         backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
         runtime_driver="local-task", peak_gflops=180.0 if bits == 512 else 90.0, bandwidth_gbs=30.0,
         conv_microkernel=machine in ("x86_64", "amd64") and "avx512f" in flags,
-        f32_weight_left=_cpu_vendor() == "GenuineIntel" and "avx512f" in flags,
+        f32_kernel=_cpu_vendor() == "GenuineIntel" and "avx512f" in flags,
         route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
         features=features, cores=os.cpu_count() or 1, l1_bytes=l1 or 32 * 1024, l2_bytes=l2 or 512 * 1024,
     )
@@ -246,7 +248,7 @@ _STATIC_TARGETS = (
            "skylake-avx512", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
            features=("avx2", "fma", "avx512f"), cores=4, l1_bytes=32 * 1024, l2_bytes=1024 * 1024,
-           conv_microkernel=True, f32_weight_left=True),
+           conv_microkernel=True, f32_kernel=True),
     Target("x86-avx512-vnni", "x86-64 with AVX-512 and VNNI (Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4 "
            "and newer)", "llvm-cpu", "cascadelake", 512, ("f32", "i8"), triple="x86_64-unknown-linux-gnu",
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
@@ -257,7 +259,7 @@ _STATIC_TARGETS = (
            runtime_driver="local-task", peak_gflops=180.0, bandwidth_gbs=30.0,
            features=("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"),
            cores=4,
-           l1_bytes=48 * 1024, l2_bytes=2 * 1024 * 1024, conv_microkernel=True, f32_weight_left=True),
+           l1_bytes=48 * 1024, l2_bytes=2 * 1024 * 1024, conv_microkernel=True, f32_kernel=True),
     Target("aarch64", "64-bit Arm with NEON (Armv8-A)", "llvm-cpu", "generic", 128,
            ("f32", "f16", "i8"), triple="aarch64-unknown-linux-gnu", cpu_features="+neon",
            runtime_driver="local-task", peak_gflops=50.0, bandwidth_gbs=20.0, features=("neon",),

@@ -16,13 +16,25 @@ transB=1) by a `flow.dispatch` to that kernel, linked through passes/cpu_extern.
     y[M, N] = init + a[M, K] b[K, N]    ->    c = f32(a, pack(pad(b)))[:, :N];  y = init + c
                                                (y = c when init is a zero fill)
 
+and each whose left-hand operand is the weight and the right one is not (the convolutions that
+inferx-conv-strategy made matmuls, w[F, C kh kw] x columns[C kh kw, pixels], static) by one to
+the kernel's left-weight entry: the weight packed at load in blocks of 14 rows (its register
+tile), the columns read per tile, any pixel count (the last panel masked). The elementwise ops
+after such a product that matmul_epilogue finds (the init: the conv's bias; a residual add; a
+ReLU) run in the kernel on its registers, from C generated for them
+(inferx_compiler/kernels/c_epilogue.py, one object per distinct epilogue); where it cannot run
+them (exp, a transposed result), they stay IREE's and the init is added after the kernel.
+
 `pack` depends on the parameters alone, so IREE computes it once, at load. Numbers: f32 sums in
 k order (IREE's order differs; results agree to f32 rounding).
 
-Declined, with a remark: targets without AVX-512, operands other than f32 x f32 -> f32, a
-right-hand operand that is not computed from parameters alone (attention's products and
-convolutions' columns), transposed or broadcast indexing maps, a K over 256 with no divisor from
-64 to 256 (the packed weight is in whole K blocks), a build machine without a C compiler.
+On targets whose record has `f32_kernel` (Intel Xeons with AVX-512: measured faster there; on AMD
+Zen 4 IREE's mmt4d runs at the kernel's rate and the pass declines, see Target.f32_kernel).
+Declined, with a remark: such records, operands other than f32 x f32 -> f32, neither operand
+computed from parameters alone (attention's products), transposed or broadcast indexing maps,
+dynamic operands with the weight on the left, a K over 256 with no divisor from 64 to 256 (the
+packed weight is in whole K blocks), a build machine without a C compiler; targets without
+AVX-512 silently (nothing to decline there).
 Spelled `inferx-f32-matmul{target=x86-avx512}`.
 """
 
@@ -101,11 +113,6 @@ class F32Matmul(TargetedPass):
         left = [op for op, flag in zip(matmuls, on_left) if flag]
         run_weight_kernel(self.name, module, [op for op, flag in zip(matmuls, on_left) if not flag],
                           ("f32", "f32", "f32"), declined, "f32_gemm.c", "f32", f32_packed, "AVX-512")
-        if not target.f32_weight_left:
-            for op in left:
-                remark(self.name, op, f"declined: the weight is on the left, which target '{target.name}' leaves "
-                                      f"to IREE (measured no faster there: Target.f32_weight_left)")
-            return
         rewrite_products(self.name, left, lambda op: left_weight_form(op, ("f32", "f32", "f32")), declined,
                          "f32_gemm.c", _describe_left, lambda op, form, obj: _rewrite_left(self.name, module, op, obj))
 

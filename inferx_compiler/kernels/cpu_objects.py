@@ -188,10 +188,14 @@ def f32_k_block(k: int) -> Optional[int]:
 
 
 def f32_kernel_declined(target, k: int) -> Optional[str]:
-    """Why our AVX-512 f32 kernel (f32_gemm.c) cannot take an f32 product with a [K, N] weight on
-    `target` (None: it can). Any N: the weight is zero-padded to the kernel's columns at load."""
+    """Why our AVX-512 f32 kernel (f32_gemm.c) does not take an f32 product with a K-deep weight on
+    `target` (None: it does): no AVX-512, a record that leaves f32 matmuls to IREE
+    (Target.f32_kernel), no K block, no C compiler."""
     if target.backend != "llvm-cpu" or "avx512f" not in target.features:
         return f"target '{target.name}' has no AVX-512"
+    if not target.f32_kernel:
+        return (f"target '{target.name}' leaves f32 matmuls to IREE, whose mmt4d measured as fast there "
+                f"(Target.f32_kernel)")
     if f32_k_block(k) is None:
         return (f"K={k} has no divisor from {F32_K_BLOCK_MIN} to {F32_K_BLOCK_MAX} "
                 f"(the kernel's packed weight is in whole K blocks)")

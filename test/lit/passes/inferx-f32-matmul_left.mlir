@@ -2,7 +2,7 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' | filecheck %s
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx2})' 2>&1 | filecheck %s --check-prefix=NOAVX512
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512-vnni})' 2>&1 | filecheck %s --check-prefix=NOLEFT
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512-vnni})' 2>&1 | filecheck %s --check-prefix=NOKERNEL
 
 // The weight on the left (a convolution as a matmul, w[F, C] x columns[C, pixels]): the
 // weight is packed at load in blocks of 14 rows (the kernel's register tile), 30 rows padded to
@@ -14,12 +14,12 @@
 // REMARK-NEXT: remark: inferx-f32-matmul: fused 2 ops after it (linalg.generic, linalg.generic) in its epilogue
 // NOAVX512-NOT: remark
 // NOAVX512-NOT: flow.dispatch
-// A target whose record leaves the weight on the left to IREE (Target.f32_weight_left: off where
-// it measured no faster, and on targets naming no Intel core) says so.
-// NOLEFT: remark: inferx-f32-matmul: declined: the weight is on the left, which target 'x86-avx512-vnni' leaves to IREE (measured no faster there: Target.f32_weight_left)
-// NOLEFT-LABEL: func.func @pointwise_conv(
-// NOLEFT-NOT:     flow.dispatch
-// NOLEFT:         linalg.matmul
+// A target whose record leaves f32 matmuls to IREE (Target.f32_kernel: off where our kernel
+// measured no faster, and on records naming no Intel core) says so.
+// NOKERNEL: remark: inferx-f32-matmul: declined: target 'x86-avx512-vnni' leaves f32 matmuls to IREE, whose mmt4d measured as fast there (Target.f32_kernel)
+// NOKERNEL-LABEL: func.func @pointwise_conv(
+// NOKERNEL-NOT:     flow.dispatch
+// NOKERNEL:         linalg.matmul
 // CHECK:       #[[PACK:.+]] = affine_map<(d0, d1, d2) -> (d0 * 14 + d2, d1)>
 // CHECK:       stream.executable private @inferx_f32l_30x50x40_e[[TAG:[0-9a-f]+]] attributes {{.*}}path = "{{.*}}/f32_gemm_[[TAG]]-{{[0-9a-f]+}}.o"
 // CHECK:         func.func private @inferx_f32l_[[TAG]]_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64)
