@@ -213,27 +213,25 @@ def _cache_bytes(level: int) -> Optional[int]:
     return None
 
 
-def _cpu_vendor() -> str:
-    """This machine's CPU vendor string (GenuineIntel, AuthenticAMD, ...; "" if unknown)."""
+def _cpuinfo(field: str) -> str:
+    """The value of the first `field` line of /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("vendor_id"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return ""
 
 
+def _cpu_vendor() -> str:
+    """This machine's CPU vendor string (GenuineIntel, AuthenticAMD, ...; "" if unknown)."""
+    return _cpuinfo("vendor_id")
+
+
 def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    return set(_cpuinfo("flags").split())
 
 
 _AMPERE_SMEM = 166 * 1024
