@@ -311,7 +311,8 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                                                           "per K block, rows packed only where they share L1 sets"),
                 "f32l": ("inferx_f32l (C, AVX-512)", "f32", "14x32 register tile, weight in 14-row blocks, "
                                                             "activation panels copied per tile")}
-PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul"}  # else quantize-contractions
+# the pass that places each kind (else inferx-quantize-contractions)
+PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul"}
 
 
 def _annotate_entry(executable, p: KernelProduct) -> None:

@@ -49,10 +49,11 @@ from . import cpu_extern
 from .base import TargetedPass
 from .cpu_extern import F32_LEFT_ROWS
 from .iree_ir import generic, is_zero_fill, resized
+from .linalg_analysis import collect
 from .matmul_epilogue import fusible_epilogue
 from .remarks import remark
-from .linalg_analysis import collect
-from .weight_products import left_weight_candidate, left_weight_form, replace_product, rewrite_products, run_weight_kernel
+from .weight_products import (left_weight_candidate, left_weight_form, replace_product, rewrite_products,
+                              run_weight_kernel)
 
 
 def f32_packed(w):

@@ -1,11 +1,12 @@
 """f32 products through our AVX-512 kernel on this CPU (inferx_compiler/kernels/f32_gemm.c,
-inferx-f32-matmul, built for the x86-avx512 target whose record has it on), on shapes that reach its edges: K = 1024 (rows 4 KiB apart: packed per K
-block by the register transpose; K blocks of 256), K = 96 and 100 (one K block), columns not a
-multiple of its 32-column panels (zero-padded at load, the extra cut), a weight stored
-transposed (Gemm transB=1), rows below and above its 14-row register tile and its workgroups'
-rows, columns past one workgroup tile (the last partial), the static functions (batch 1 and 5)
-and the dynamic one. The references are onnxruntime in f32 (the kernel sums in f32 too, in k
-order: only rounding differs) and the same build with the pass disabled (IREE's own f32 code)."""
+inferx-f32-matmul, built for the x86-avx512 target whose record has it on), on shapes that reach
+its edges: K = 1024 (rows 4 KiB apart: packed per K block by the register transpose; K blocks of
+256), K = 96 and 100 (one K block), columns not a multiple of its 32-column panels (zero-padded at
+load, the extra cut), a weight stored transposed (Gemm transB=1), rows below and above its 14-row
+register tile and its workgroups' rows, columns past one workgroup tile (the last partial), the
+static functions (batch 1 and 5) and the dynamic one. The references are onnxruntime in f32 (the
+kernel sums in f32 too, in k order: only rounding differs) and the same build with the pass
+disabled (IREE's own f32 code)."""
 
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ def conv_bottleneck(seed=11, c=24, mid=40, out=48, size=14):
              helper.make_node("Add", ["c2", "x"], ["s"]),
              helper.make_node("Relu", ["s"], ["r2"]),
              helper.make_node("Conv", ["r2", "w3"], ["y"], strides=[2, 2], name="downsample")]
-    return _model(nodes, "conv_bottleneck", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, size, size])],
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, size, size])
+    return _model(nodes, "conv_bottleneck", [x],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out, size // 2, size // 2])], inits)
 
 
@@ -207,7 +209,8 @@ def test_kernel_follows_the_target_record(tmp_path):
         with zipfile.ZipFile(out) as z:
             report = json.loads(z.read("report.json"))
         left = [d["dispatch"] for d in report["dispatches"] if d["dispatch"].startswith("inferx_f32l_")]
-        declined = [d for d in report["decisions"] if d["pass"] == "inferx-f32-matmul" and "Target.f32_kernel" in d["decision"]]
+        declined = [d for d in report["decisions"]
+                    if d["pass"] == "inferx-f32-matmul" and "Target.f32_kernel" in d["decision"]]
         if get_target(target).f32_kernel:
             assert left and not declined, (target, left, declined)
         else:
