@@ -303,7 +303,9 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 def _c_kernels_used(dispatches: list) -> dict:
     """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
-    targets: the VNNI and AMX kernels), for the manifest: a rebuild with another C compiler can differ."""
+    targets: the VNNI, AMX and f32 kernels, and each generated epilogue variant of the f32 kernel
+    as "f32_gemm_<tag>.c (generated)"), for the manifest: a rebuild with another C compiler can
+    differ."""
     from .passes.cpu_extern import SOURCE_OF_KIND
 
     from .kernels import cpu_objects
@@ -313,6 +315,12 @@ def _c_kernels_used(dispatches: list) -> dict:
         if source not in used and any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
             built = cpu_objects.build(source)  # cached: the object the build linked
             used[source] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
+    for d in dispatches:
+        match = re.match(r"inferx_f32l_\w+_e([0-9a-f]+)$", d.get("dispatch", ""))
+        if match and d.get("object_sha256"):
+            compiler = used.get("f32_gemm.c", {}).get("c_compiler", "")
+            used[f"f32_gemm_{match.group(1)}.c (generated)"] = {"object_sha256": d["object_sha256"],
+                                                                "c_compiler": compiler}
     return used
 
 

@@ -348,6 +348,8 @@ def read_dispatch_report(module_op) -> list[dict]:
             "flops": ir.IntegerAttr(d["flops"]).value,
             "fused": [ir.StringAttr(a).value for a in ir.ArrayAttr(d["fused"])] if "fused" in d else [],
         })
+        if "object_sha256" in d:  # a generated C kernel variant (cpu_extern.py)
+            rows[-1]["object_sha256"] = ir.StringAttr(d["object_sha256"]).value
         if IREE_CONFIG_ATTR in op.attributes:
             iree = ir.DictAttr(op.attributes[IREE_CONFIG_ATTR])
             rows[-1]["iree_config"] = {k: str(iree[k]) for k in ("translation_info", "lowering_config")

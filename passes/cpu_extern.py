@@ -59,6 +59,7 @@ class KernelProduct:
     epilogue_shapes: tuple = ()  # the epilogue's input tensors' shapes
     out_shape: tuple = ()  # the result's shape with an epilogue (the [M, N] product reshaped)
     fused: tuple = ()  # the names of the ops the epilogue replaced (for the report)
+    object_sha256: str = ""  # the generated variant's object (for the manifest)
 
     @property
     def symbol(self) -> str:
@@ -267,16 +268,19 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)
 
 
-def left_weight_product(module, w, packed, x, kernel_object: str, epilogue=None, plan=None):
+def left_weight_product(module, w, packed, x, kernel_object, epilogue=None, plan=None):
     """C[M, N] = w[M, K] x x[K, N] (f32, static shapes) on f32_gemm.c's left-weight entry
     (`inferx_f32l_tile`: w given `packed` in its row blocks, x's column panels copied per tile,
-    any N); with a CEpilogue `epilogue` (its object `kernel_object`) for the matmul_epilogue
-    `plan`, the value plan.result instead (computed from the plan's operands in the kernel)."""
+    any N; `kernel_object` the object's path); with a CEpilogue `epilogue` (`kernel_object` its
+    variant's cpu_objects.KernelObject) for the matmul_epilogue `plan`, the value plan.result
+    instead (computed from the plan's operands in the kernel)."""
     m, k = w.type.shape
     extra = {}
     if epilogue is not None:
         extra = dict(epilogue=epilogue, epilogue_shapes=tuple(tuple(v.type.shape) for v in plan.operands),
-                     out_shape=tuple(plan.result.type.shape), fused=tuple(plan.fused))
+                     out_shape=tuple(plan.result.type.shape), fused=tuple(plan.fused),
+                     object_sha256=kernel_object.sha256)
+        kernel_object = kernel_object.path
     product = KernelProduct("f32l", m, x.type.shape[1], k, **extra)
     declare(module, product, kernel_object)
     return dispatch(product, [packed, x] + (list(plan.operands) if epilogue is not None else []))
@@ -333,7 +337,8 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         "element_type": ir.StringAttr.get(element), "loops": ir.DenseI64ArrayAttr.get([p.m, p.n, p.k]),
         "flops": ir.IntegerAttr.get(i64, p.flops()),
         "linalg_ops": ir.IntegerAttr.get(i64, 0),
-        "fused": ir.ArrayAttr.get([ir.StringAttr.get(name) for name in p.fused])})
+        "fused": ir.ArrayAttr.get([ir.StringAttr.get(name) for name in p.fused]),
+        **({"object_sha256": ir.StringAttr.get(p.object_sha256)} if p.object_sha256 else {})})
     config = ir.DictAttr.get({
         "source": ir.StringAttr.get(f"rule ({PASS_OF_KIND.get(p.kind, 'inferx-quantize-contractions')})"),
         "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),

@@ -150,7 +150,7 @@ def _rewrite_left(pass_name: str, module, op, obj: str) -> None:
     plan, epilogue, why = _c_epilogue(op)
     if epilogue is not None:
         try:
-            obj = cpu_objects.build_generated(epilogue.source, f"f32_gemm_{epilogue.tag}", "f32_gemm.c").path
+            variant = cpu_objects.build_generated(epilogue.source, f"f32_gemm_{epilogue.tag}", "f32_gemm.c")
         except cpu_objects.KernelBuildError as e:
             plan, epilogue, why = None, None, str(e)
     if epilogue is None:
@@ -161,7 +161,7 @@ def _rewrite_left(pass_name: str, module, op, obj: str) -> None:
     w, x = op.operands[:2]
     last = plan.ops[-1] if plan.ops else op
     with ir.InsertionPoint(last), last.location:
-        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj, epilogue, plan)
+        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, variant, epilogue, plan)
     plan.result.replace_all_uses_with(result)
     for fused in reversed(plan.ops):
         fused.erase()

@@ -179,7 +179,7 @@ def test_convolutions_on_the_left_weight_kernel(tmp_path):
     assert compile_main([str(path), "--target", "x86-avx512", "--batch-sizes", "1,2", "--no-measure",
                          "-o", str(tmp_path / "conv.ixa"), "-q"]) == 0
     with zipfile.ZipFile(tmp_path / "conv.ixa") as z:
-        report = json.loads(z.read("report.json"))
+        report, manifest = json.loads(z.read("report.json")), json.loads(z.read("manifest.json"))
     left = {d["dispatch"]: d for d in report["dispatches"] if d["dispatch"].startswith("inferx_f32l_")}
     shapes = {name[len("inferx_f32l_"):].split("_")[0] for name in left}
     assert shapes == {"40x196x24", "40x196x360", "24x196x40", "48x49x24", "40x392x24", "40x392x360", "24x392x40",
@@ -191,6 +191,11 @@ def test_convolutions_on_the_left_weight_kernel(tmp_path):
     assert {"40x196x24", "40x196x360", "24x196x40"} <= set(fused), fused
     assert "48x49x24" not in fused, fused
     assert fused["24x196x40"].count("linalg.generic") == 2 and "linalg.generic" in fused["40x196x360"], fused
+    # each generated variant's object in the manifest (a rebuild with another C compiler can differ)
+    kernels = manifest["compiler"]["c_kernels"]
+    tags = {name.rsplit("_e", 1)[1] for name in left if "_e" in name}
+    assert {f"f32_gemm_{tag}.c (generated)" for tag in tags} <= set(kernels), (tags, sorted(kernels))
+    assert all(len(kernels[f"f32_gemm_{tag}.c (generated)"]["object_sha256"]) == 64 for tag in tags)
     model = inferx_compiler.load(str(tmp_path / "conv.ixa"), device="cpu")
     for batch, got, want in _batches(model, path, batches=(1, 2, 3)):
         assert got.shape == want.shape
