@@ -122,13 +122,13 @@ def _build(source: str, generated: Optional[bytes] = None, stem: Optional[str] =
     flags = list(FREESTANDING) + list(SOURCES[source]) + (["-I", HERE] if generated is not None else [])
     key = hashlib.sha256(b"\0".join([text, version.encode(), " ".join(command + flags).encode()])).hexdigest()[:24]
     out = os.path.join(cache_dir(), f"{stem or os.path.splitext(source)[0]}-{key}.o")
-    if generated is not None:  # the generated text, beside its object
-        path = out[:-2] + ".c"
-        fd, tmp = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(out))
-        with os.fdopen(fd, "wb") as f:
-            f.write(generated)
-        os.replace(tmp, path)
     if not os.path.isfile(out):
+        if generated is not None:  # the generated text, kept beside its object
+            path = out[:-2] + ".c"
+            fd, tmp = tempfile.mkstemp(suffix=".c", dir=os.path.dirname(out))
+            with os.fdopen(fd, "wb") as f:
+                f.write(generated)
+            os.replace(tmp, path)
         fd, tmp = tempfile.mkstemp(suffix=".o", dir=os.path.dirname(out))
         os.close(fd)
         proc = subprocess.run(command + flags + ["-c", path, "-o", tmp], capture_output=True, text=True)

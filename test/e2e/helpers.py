@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import zipfile
+
 import numpy as np
 import onnx
 
@@ -22,6 +25,12 @@ def onnxruntime_outputs(model_path: str, feeds: dict) -> dict:
 def save(model: onnx.ModelProto, path) -> str:
     onnx.save(model, str(path))
     return str(path)
+
+
+def artifact_json(path) -> tuple[dict, dict]:
+    """(manifest.json, report.json) of the artifact at `path`."""
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read("manifest.json")), json.loads(z.read("report.json"))
 
 
 def run_clients(client, n: int) -> None:

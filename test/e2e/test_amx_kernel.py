@@ -7,16 +7,13 @@ onnxruntime in f32."""
 
 from __future__ import annotations
 
-import json
-import zipfile
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 import inferx_compiler
 from e2e_models import _model, _w, transformer_block
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import artifact_json, onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.kernels import cpu_objects
 from inferx_compiler.targets import get_target
@@ -43,8 +40,7 @@ def gemm_projections(seed=5, d_in=96, d_mid=80, d_out=100, seq=11):
 def _build(path, out, *extra):
     assert compile_main([str(path), "--target", "cpu", "--precision", "bf16", "--no-measure", "-o", str(out), "-q",
                          *extra]) == 0
-    with zipfile.ZipFile(out) as z:
-        return json.loads(z.read("manifest.json")), json.loads(z.read("report.json"))
+    return artifact_json(out)
 
 
 def _amx_dispatches(report) -> list[str]:
@@ -83,5 +79,5 @@ def test_amx_kernel_declines_on_a_target_without_amx(tmp_path):
     path = save(gemm_projections(), tmp_path / "m.onnx")
     assert compile_main([str(path), "--target", "x86-avx512-vnni", "--precision", "bf16", "--batch-sizes", "1",
                          "--no-measure", "-o", str(tmp_path / "x.ixa"), "-q"]) == 0
-    report = json.loads(zipfile.ZipFile(tmp_path / "x.ixa").read("report.json"))
+    _, report = artifact_json(tmp_path / "x.ixa")
     assert not _amx_dispatches(report)

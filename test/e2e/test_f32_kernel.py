@@ -10,16 +10,13 @@ disabled (IREE's own f32 code)."""
 
 from __future__ import annotations
 
-import json
-import zipfile
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
 import inferx_compiler
 from e2e_models import _model, _w
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import artifact_json, onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.kernels import cpu_objects
 from inferx_compiler.targets import get_target
@@ -68,8 +65,7 @@ def _build(path, out, *extra):
     # any AVX-512 machine
     assert compile_main([str(path), "--target", "x86-avx512", "--batch-sizes", "1,5", "--no-measure", "-o", str(out), "-q",
                          *extra]) == 0
-    with zipfile.ZipFile(out) as z:
-        return json.loads(z.read("manifest.json")), json.loads(z.read("report.json"))
+    return artifact_json(out)
 
 
 def _f32_dispatches(report) -> list[str]:
@@ -178,8 +174,7 @@ def test_convolutions_on_the_left_weight_kernel(tmp_path):
     # x86-avx512 (an Intel core: the left-weight rewrite on) runs on any AVX-512 machine
     assert compile_main([str(path), "--target", "x86-avx512", "--batch-sizes", "1,2", "--no-measure",
                          "-o", str(tmp_path / "conv.ixa"), "-q"]) == 0
-    with zipfile.ZipFile(tmp_path / "conv.ixa") as z:
-        report, manifest = json.loads(z.read("report.json")), json.loads(z.read("manifest.json"))
+    manifest, report = artifact_json(tmp_path / "conv.ixa")
     left = {d["dispatch"]: d for d in report["dispatches"] if d["dispatch"].startswith("inferx_f32l_")}
     shapes = {name[len("inferx_f32l_"):].split("_")[0] for name in left}
     assert shapes == {"40x196x24", "40x196x360", "24x196x40", "48x49x24", "40x392x24", "40x392x360", "24x392x40",
@@ -211,8 +206,7 @@ def test_kernel_follows_the_target_record(tmp_path):
         out = tmp_path / f"{target}.ixa"
         assert compile_main([str(path), "--target", target, "--batch-sizes", "1", "--no-measure", "-o", str(out),
                              "-q"]) == 0
-        with zipfile.ZipFile(out) as z:
-            report = json.loads(z.read("report.json"))
+        _, report = artifact_json(out)
         left = [d["dispatch"] for d in report["dispatches"] if d["dispatch"].startswith("inferx_f32l_")]
         declined = [d for d in report["decisions"]
                     if d["pass"] == "inferx-f32-matmul" and "Target.f32_kernel" in d["decision"]]
