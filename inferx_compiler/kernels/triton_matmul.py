@@ -412,19 +412,23 @@ def _group_pointers(group: GroupSpec) -> list[str]:
 
 @functools.lru_cache(maxsize=64)
 def kernel_function(spec: KernelSpec):
-    """The @triton.jit function for `spec` (its source generated; see kernel_source). The source
-    is registered with linecache under a name of its own, which is how Triton reads it."""
+    """The @triton.jit function for `spec` (its source generated; see kernel_source)."""
+    return jit_from_source(kernel_source(spec), "inferx_matmul", f"inferx-matmul-{spec.key()}")
+
+
+def jit_from_source(source: str, entry: str, tag: str):
+    """The @triton.jit function `entry` defined by `source`. The source is registered with
+    linecache under a name of its own (<tag>), which is how Triton reads it."""
     import linecache
 
     import triton
     import triton.language as tl
 
-    source = kernel_source(spec)
-    filename = f"<inferx-matmul-{spec.key()}>"
+    filename = f"<{tag}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace = {"tl": tl, "__name__": "inferx_compiler.kernels.generated"}
     exec(compile(source, filename, "exec"), namespace)
-    return triton.jit(namespace["inferx_matmul"])
+    return triton.jit(namespace[entry])
 
 
 def constants(spec) -> dict:
@@ -463,6 +467,13 @@ def _kernel_spec(fields: dict) -> KernelSpec:
 def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> CompiledKernel:
     """PTX for `spec`, cached on disk by spec and Triton version ($XDG_CACHE_HOME or ~/.cache,
     inferx/triton/), or in `cache_dir`."""
+    return compile_cached(spec, lambda: kernel_function(spec), *_signature(spec), cache_dir)
+
+
+def compile_cached(spec, function, signature: dict, constexprs: dict, cache_dir: Optional[str] = None) -> CompiledKernel:
+    """PTX for any kernel spec (it has key(), grid, warps, stages and arch): `function()` gives
+    its @triton.jit function, compiled with `signature` and `constexprs`; cached on disk by
+    spec.key() ($XDG_CACHE_HOME or ~/.cache, inferx/triton/, or `cache_dir`)."""
     why = available()
     if why:
         raise TritonUnavailable(why)
@@ -477,7 +488,7 @@ def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> Compile
                               rec["parameters"], tuple(rec.get("scratch", (16, 16))))
     except (OSError, ValueError, KeyError):
         pass  # not cached (or unreadable): compile
-    kernel = _compile(spec)
+    kernel = _compile(spec, function(), signature, constexprs)
     try:  # a cache that cannot be written only costs the next build a compile
         os.makedirs(cache_dir, exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
@@ -500,28 +511,31 @@ def _pointer_types(spec: KernelSpec, prefix: str = "") -> dict:
     return dict(zip(_parameters(spec, prefix), types))
 
 
-def _compile(spec) -> CompiledKernel:
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
+def _signature(spec) -> tuple[dict, dict]:
+    """(Triton signature, constexprs) of the matmul kernel for `spec`."""
     if isinstance(spec, GroupSpec):
         types = {"a_ptr": f"*{INPUT_TYPES[spec.element_type]}"}
         for i, member in enumerate(spec.members):
             types.update(_pointer_types(member, f"m{i}_"))
-        signature = {name: types[name] for name in _group_pointers(spec)}
-        constants_ = {}
-    else:
-        signature = _pointer_types(spec)
-        constants_ = constants(spec)
-        signature.update({name: "constexpr" for name in constants_})
-        if not spec.has_init:  # the init pointer is not read: a constexpr None drops the parameter
-            signature["init_ptr"] = "constexpr"
-            constants_["init_ptr"] = None
+        return {name: types[name] for name in _group_pointers(spec)}, {}
+    signature = _pointer_types(spec)
+    constants_ = constants(spec)
+    signature.update({name: "constexpr" for name in constants_})
+    if not spec.has_init:  # the init pointer is not read: a constexpr None drops the parameter
+        signature["init_ptr"] = "constexpr"
+        constants_["init_ptr"] = None
+    return signature, constants_
+
+
+def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKernel:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
     # IREE's bindings are at least 16-byte aligned (HAL buffer offsets), which lets Triton vectorize
     pointers = [i for i, name in enumerate(signature) if signature[name].startswith("*")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}
-    source = ASTSource(fn=kernel_function(spec), signature=signature, constexprs=constants_, attrs=attrs)
+    source = ASTSource(fn=function, signature=signature, constexprs=constants_, attrs=attrs)
     # no line info: the PTX would name this file's path, and the artifact must not depend on it
     knobs = triton.knobs.compilation
     saved, knobs.disable_line_info = knobs.disable_line_info, True

@@ -1,0 +1,162 @@
+"""A weight-only int8/int4 matrix-times-few-rows kernel for CUDA GPUs, written in Triton and
+compiled ahead of time (no GPU needed), for the weight-only layers inferx-quantize-contractions
+makes on CUDA targets.
+
+IREE 3.13 compiles such a layer (f16 activations, the weight dequantized in the matmul's
+dispatch) into a matrix-vector loop that reads the packed weight far below the memory's rate:
+the 8x4096^2 MLP at batch 1 took 1.31 ms in int4 on an H200 whose copy rate moves its 69 MB of
+weights and scales in 16.5 us. A layer with few rows is a pass over its weight, so this kernel is
+built to stream it: each program takes BN weight rows (the weight is stored reduction-innermost,
+[N, K], so a row is K contiguous values: 16-byte loads) and one slice of K, and computes
+
+    out[s, m, n] = sum_{k in slice s} x[m, k] * w[n, k] * scale          (+ init[m, n] when S = 1)
+
+    int8: w [N, K] s8, scale[n] f16, applied to the f32 sum once
+    int4: w [N, K/G, G] s4 packed two a byte (element 2i in the low nibble, IREE's i4 layout),
+          scale[n, g] f16, applied to each group's f32 sum (one group a loop step)
+
+with x [M, K] f16 (M small: the rows ride a 16-row dot, zero-padded), the integers widened to
+f16 exactly, f32 accumulation. Slices (S > 1, the grid's second dimension) put more loads in
+flight for a narrow output and are summed by the caller.
+
+The source is one fixed @triton.jit function; `DequantSpec` fixes its constants. Compilation and
+the PTX cache are triton_matmul's (the one place that touches Triton's compiler API).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from typing import Optional
+
+KINDS = ("int8", "int4")
+
+SOURCE = '''\
+def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
+                          K: tl.constexpr, K_SLICE: tl.constexpr, GROUP: tl.constexpr, INT4: tl.constexpr,
+                          HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    s = tl.program_id(1)
+    tiles_n = tl.cdiv(N, BN)
+    rm = (pid // tiles_n) * BM + tl.arange(0, BM)
+    rn = (pid % tiles_n) * BN + tl.arange(0, BN)
+    row_ok = rm < M
+    col_ok = rn < N
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for i in range(0, K_SLICE, BK):
+        k0 = s * K_SLICE + i
+        rk = k0 + tl.arange(0, BK)
+        xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
+        if INT4:
+            rb = k0 // 2 + tl.arange(0, BK // 2)
+            packed = tl.load(w_ptr + rn[:, None] * (K // 2) + rb[None, :], mask=col_ok[:, None], other=0)
+            packed = packed.to(tl.int32)
+            wv = tl.interleave((packed << 28) >> 28, (packed << 24) >> 28).to(tl.float16)
+            scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0)
+            acc += tl.dot(xv, tl.trans(wv)) * scale.to(tl.float32)[None, :]
+        else:
+            wv = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=col_ok[:, None], other=0)
+            acc = tl.dot(xv, tl.trans(wv.to(tl.float16)), acc)
+    if not INT4:
+        acc = acc * tl.load(s_ptr + rn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    mask = row_ok[:, None] & col_ok[None, :]
+    if HAS_INIT:
+        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
+'''
+ENTRY = "inferx_dequant_matvec"
+POINTERS = ("x_ptr", "w_ptr", "s_ptr", "init_ptr", "out_ptr")
+POINTER_TYPES = ("*fp16", "*i8", "*fp16", "*fp32", "*fp32")
+
+
+@dataclasses.dataclass(frozen=True)
+class DequantSpec:
+    """One compiled variant: the problem (static) and the tile configuration."""
+
+    m: int
+    n: int
+    k: int
+    kind: str  # "int8" or "int4"
+    group: int = 0  # int4: values per scale along K (one group a loop step: BK = group)
+    has_init: bool = False
+    split: int = 1
+    block_m: int = 16
+    block_n: int = 64
+    block_k: int = 128  # int8's step along K (int4's is the group)
+    warps: int = 4
+    stages: int = 4
+    arch: int = 90
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"weight kind {self.kind}: the kernel takes {', '.join(KINDS)}")
+        if self.kind == "int4" and (self.group < 16 or self.group & (self.group - 1) or self.k % self.group):
+            raise ValueError(f"int4 groups of {self.group} along K={self.k}: the kernel takes a power-of-two "
+                             "group of at least 16 that divides K")
+        if self.split < 1 or self.k % self.split or (self.k // self.split) % self.step:
+            raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.step}")
+        if self.has_init and self.split != 1:
+            raise ValueError("the init is added by the kernel only with one slice")
+        if self.block_m < 16:
+            raise ValueError("block_m below 16: the rows ride a 16-row dot")
+
+    @property
+    def step(self) -> int:
+        return self.group if self.kind == "int4" else self.block_k
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        tiles = -(-self.m // self.block_m) * -(-self.n // self.block_n)
+        return (tiles, self.split, 1)
+
+    @property
+    def input_bindings(self) -> int:
+        return 3 + self.has_init
+
+    @property
+    def weight_bytes(self) -> int:
+        """The bytes of the packed weight and its scales, which the kernel reads once."""
+        if self.kind == "int8":
+            return self.n * self.k + 2 * self.n
+        return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
+
+    def key(self) -> str:
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + SOURCE
+        from .triton_matmul import TRITON_VERSION
+
+        return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
+
+
+def constants(spec: DequantSpec) -> dict:
+    return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
+                INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step)
+
+
+def signature(spec: DequantSpec) -> tuple[dict, dict]:
+    """(Triton signature, constexprs) for compiling `spec`: the init pointer is a constexpr None
+    (no parameter) when the kernel does not read it."""
+    sig = dict(zip(POINTERS, POINTER_TYPES))
+    consts = constants(spec)
+    sig.update({name: "constexpr" for name in consts})
+    if not spec.has_init:
+        sig["init_ptr"] = "constexpr"
+        consts["init_ptr"] = None
+    return sig, consts
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_function():
+    """The @triton.jit function (for the interpreter in tests, and JIT sweeps on a GPU host)."""
+    from .triton_matmul import jit_from_source
+
+    return jit_from_source(SOURCE, ENTRY, "inferx-dequant-matvec")
+
+
+def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):
+    """PTX for `spec` (triton_matmul.CompiledKernel), cached like the matmul kernels."""
+    from . import triton_matmul
+
+    sig, consts = signature(spec)
+    return triton_matmul.compile_cached(spec, lambda: kernel_function(), sig, consts, cache_dir)
