@@ -33,10 +33,47 @@ from typing import Optional
 
 KINDS = ("int8", "int4")
 
+# Integers to f16 without the conversion unit (I2F runs at a quarter of the FP32 rate: at 8 us a
+# 4096x4096 int4 layer on an H200 it, not memory, was the limit): a value v placed in the low
+# mantissa bits of 1024.0 (0x6400) reads as 1024 + v, exact; the sign is handled by flipping the
+# top bit (v ^ 8 = v + 8 for a signed nibble, v ^ 128 = v + 128 for a byte) and subtracting the
+# offset with f16x2 arithmetic, two values an instruction. Four bytes in a register each call.
+# int4: the low nibbles of bytes 0..3 (elements 2i) and the high nibbles (2i + 1), the high ones
+# read at 16x their value (mantissa bits 4-7) and scaled back by an fma: 1152 + 16 v -> v.
+INT4_TO_F16 = """{
+.reg .b32 z, t0, t1, c, h, o;
+mov.b32 z, 0;
+prmt.b32 t0, $4, z, 0x4140;
+prmt.b32 t1, $4, z, 0x4342;
+lop3.b32 $0, t0, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 $1, t1, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 $2, t0, 0x00F000F0, 0x64806480, 0x6A;
+lop3.b32 $3, t1, 0x00F000F0, 0x64806480, 0x6A;
+mov.b32 c, 0x64086408;
+sub.f16x2 $0, $0, c;
+sub.f16x2 $1, $1, c;
+mov.b32 h, 0x2C002C00;
+mov.b32 o, 0xD480D480;
+fma.rn.f16x2 $2, $2, h, o;
+fma.rn.f16x2 $3, $3, h, o;
+}"""
+# int8: each byte (top bit flipped) below the high byte 0x64: 1152 + v -> v.
+INT8_TO_F16 = """{
+.reg .b32 q, t, c;
+xor.b32 q, $2, 0x80808080;
+mov.b32 t, 0x64646464;
+prmt.b32 $0, q, t, 0x4140;
+prmt.b32 $1, q, t, 0x4342;
+mov.b32 c, 0x64806480;
+sub.f16x2 $0, $0, c;
+sub.f16x2 $1, $1, c;
+}"""
+
 SOURCE = '''\
 def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
                           K: tl.constexpr, K_SLICE: tl.constexpr, GROUP: tl.constexpr, INT4: tl.constexpr,
-                          HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                          HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                          FAST: tl.constexpr, W_LEFT: tl.constexpr):
     pid = tl.program_id(0)
     s = tl.program_id(1)
     tiles_n = tl.cdiv(N, BN)
@@ -44,21 +81,47 @@ def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexp
     rn = (pid % tiles_n) * BN + tl.arange(0, BN)
     row_ok = rm < M
     col_ok = rn < N
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    if W_LEFT:
+        acc = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
     for i in range(0, K_SLICE, BK):
         k0 = s * K_SLICE + i
-        rk = k0 + tl.arange(0, BK)
-        xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
         if INT4:
+            # elements 2j (low nibbles) and 2j + 1 (high) of the step, each against its x
             rb = k0 // 2 + tl.arange(0, BK // 2)
             packed = tl.load(w_ptr + rn[:, None] * (K // 2) + rb[None, :], mask=col_ok[:, None], other=0)
-            packed = packed.to(tl.int32)
-            wv = tl.interleave((packed << 28) >> 28, (packed << 24) >> 28).to(tl.float16)
-            scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0)
-            acc += tl.dot(xv, tl.trans(wv)) * scale.to(tl.float32)[None, :]
+            if FAST:
+                lo, hi = tl.inline_asm_elementwise(INT4_TO_F16, "=r,=r,=r,=r,r", [packed],
+                                                   dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
+            else:
+                wide = packed.to(tl.int32)
+                lo = ((wide << 28) >> 28).to(tl.float16)
+                hi = ((wide << 24) >> 28).to(tl.float16)
+            x_even = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :], mask=row_ok[:, None], other=0.0)
+            x_odd = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :] + 1, mask=row_ok[:, None], other=0.0)
+            scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
+            if W_LEFT:
+                part = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even)))
+                acc += part * scale[:, None]
+            else:
+                part = tl.dot(x_odd, tl.trans(hi), tl.dot(x_even, tl.trans(lo)))
+                acc += part * scale[None, :]
         else:
+            rk = k0 + tl.arange(0, BK)
+            xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
             wv = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=col_ok[:, None], other=0)
-            acc = tl.dot(xv, tl.trans(wv.to(tl.float16)), acc)
+            if FAST:
+                wv = tl.inline_asm_elementwise(INT8_TO_F16, "=r,=r,r", [wv], dtype=tl.float16, is_pure=True,
+                                               pack=4)
+            else:
+                wv = wv.to(tl.float16)
+            if W_LEFT:
+                acc = tl.dot(wv, tl.trans(xv), acc)
+            else:
+                acc = tl.dot(xv, tl.trans(wv), acc)
+    if W_LEFT:
+        acc = tl.trans(acc)
     if not INT4:
         acc = acc * tl.load(s_ptr + rn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     mask = row_ok[:, None] & col_ok[None, :]
@@ -88,6 +151,9 @@ class DequantSpec:
     warps: int = 4
     stages: int = 4
     arch: int = 90
+    fast: bool = True  # the integers widened by INT4_TO_F16 / INT8_TO_F16 (False: Triton's casts, for the
+    # interpreter, which runs no PTX)
+    w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -123,7 +189,7 @@ class DequantSpec:
         return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + SOURCE
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + SOURCE + INT4_TO_F16 + INT8_TO_F16
         from .triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
@@ -131,7 +197,8 @@ class DequantSpec:
 
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
-                INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step)
+                INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
+                FAST=spec.fast, W_LEFT=spec.w_left)
 
 
 def signature(spec: DequantSpec) -> tuple[dict, dict]:
@@ -149,9 +216,12 @@ def signature(spec: DequantSpec) -> tuple[dict, dict]:
 @functools.lru_cache(maxsize=1)
 def kernel_function():
     """The @triton.jit function (for the interpreter in tests, and JIT sweeps on a GPU host)."""
+    import triton.language as tl
+
     from .triton_matmul import jit_from_source
 
-    return jit_from_source(SOURCE, ENTRY, "inferx-dequant-matvec")
+    return jit_from_source(SOURCE, ENTRY, "inferx-dequant-matvec",
+                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16)})
 
 
 def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):

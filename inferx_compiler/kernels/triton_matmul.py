@@ -416,7 +416,7 @@ def kernel_function(spec: KernelSpec):
     return jit_from_source(kernel_source(spec), "inferx_matmul", f"inferx-matmul-{spec.key()}")
 
 
-def jit_from_source(source: str, entry: str, tag: str):
+def jit_from_source(source: str, entry: str, tag: str, globals_: Optional[dict] = None):
     """The @triton.jit function `entry` defined by `source`. The source is registered with
     linecache under a name of its own (<tag>), which is how Triton reads it."""
     import linecache
@@ -426,7 +426,7 @@ def jit_from_source(source: str, entry: str, tag: str):
 
     filename = f"<{tag}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"tl": tl, "__name__": "inferx_compiler.kernels.generated"}
+    namespace = {"tl": tl, "__name__": "inferx_compiler.kernels.generated", **(globals_ or {})}
     exec(compile(source, filename, "exec"), namespace)
     return triton.jit(namespace[entry])
 

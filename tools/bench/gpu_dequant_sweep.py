@@ -92,7 +92,22 @@ def check(torch, spec: DequantSpec, layer, gen) -> float:
     return float((got - ref).norm() / ref.norm())
 
 
-def time_chain(torch, spec: DequantSpec, layers, replays: int) -> float:
+def kernel_times(torch, replay, calls: int = 20) -> dict:
+    """Device time per replay of each kernel the replay launches (torch.profiler, CUPTI), in us."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            replay()
+        torch.cuda.synchronize()
+    totals = {}
+    for event in prof.events():
+        if event.device_type.name == "CUDA":
+            totals[event.name[:60]] = totals.get(event.name[:60], 0.0) + event.device_time / calls
+    return totals
+
+
+def time_chain(torch, spec: DequantSpec, layers, replays: int, profile: bool = False):
     x = torch.randn((spec.m, spec.k), device="cuda").half()
     outs = [torch.empty((spec.split, spec.m, spec.n), device="cuda") for _ in layers]
     sums = [torch.empty((spec.m, spec.n), device="cuda") for _ in layers]
@@ -106,7 +121,10 @@ def time_chain(torch, spec: DequantSpec, layers, replays: int) -> float:
             if spec.split > 1:
                 torch.sum(out, dim=0, out=total)
 
-    return _median_ms(torch, _graphed(torch, body), replays)
+    replay = _graphed(torch, body)
+    if profile:
+        return kernel_times(torch, replay)
+    return _median_ms(torch, replay, replays)
 
 
 def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> float:
@@ -123,11 +141,11 @@ def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> 
 def configs(m: int, kind: str, quick: bool):
     block_ms = [16] if m <= 16 else [16, 64]
     block_ns = [32, 64, 128] if quick else [16, 32, 64, 128]
-    splits = [1, 2, 4, 8]
+    splits = [2, 4, 8] if quick else [1, 2, 4, 8]
     warps = [4] if quick else [4, 8]
     stages = [3, 4] if quick else [2, 3, 4, 6]
     block_ks = [128] if kind == "int4" or quick else [128, 256]
-    return itertools.product(block_ms, block_ns, splits, warps, stages, block_ks)
+    return itertools.product(block_ms, block_ns, splits, warps, stages, block_ks, (False, True))
 
 
 def main(argv=None) -> int:
@@ -141,6 +159,7 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="fewer warps/stages candidates")
+    parser.add_argument("--slow-casts", action="store_true", help="Triton's integer casts, not the PTX widening")
     args = parser.parse_args(argv)
     import torch
     import triton
@@ -158,9 +177,10 @@ def main(argv=None) -> int:
         for m in map(int, args.rows.split(",")):
             peer = time_torch_fp16(torch, m, args.n, args.k, args.layers, args.replays)
             best = None
-            for bm, bn, split, warps, stages, bk in configs(m, kind, args.quick):
+            for bm, bn, split, warps, stages, bk, w_left in configs(m, kind, args.quick):
                 try:
-                    spec = DequantSpec(m, args.n, args.k, kind, group, False, split, bm, bn, bk, warps, stages)
+                    spec = DequantSpec(m, args.n, args.k, kind, group, False, split, bm, bn, bk, warps, stages,
+                                       fast=not args.slow_casts, w_left=w_left)
                 except ValueError:
                     continue
                 try:
@@ -171,13 +191,18 @@ def main(argv=None) -> int:
                     continue
                 floor = args.layers * spec.weight_bytes / rate * 1e3
                 row = {"m": m, "kind": kind, "bm": bm, "bn": bn, "split": split, "warps": warps, "stages": stages,
-                       "bk": bk, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
+                       "bk": bk, "w_left": w_left, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
                 rows.append(row)
                 if err < 1e-3 and (best is None or ms < best["ms"]):
                     best = row
             if best:
+                spec = DequantSpec(m, args.n, args.k, kind, group, False, best["split"], best["bm"], best["bn"],
+                                   best["bk"], best["warps"], best["stages"], fast=not args.slow_casts,
+                                   w_left=best["w_left"])
+                best["kernel_us"] = time_chain(torch, spec, layers, args.replays, profile=True)
+                print(f"  kernels a replay (us): {best['kernel_us']}", flush=True)
                 print(f"{kind} M={m}: best {best['ms'] * 1e3:.1f} us (bm {best['bm']} bn {best['bn']} split "
-                      f"{best['split']} warps {best['warps']} stages {best['stages']} bk {best['bk']}), floor "
+                      f"{best['split']} warps {best['warps']} stages {best['stages']} bk {best['bk']} w_left {best['w_left']}), floor "
                       f"{best['floor_ms'] * 1e3:.1f} us ({best['ms'] / best['floor_ms']:.2f}x), torch fp16 "
                       f"{peer * 1e3:.1f} us, err {best['err']:.1e}", flush=True)
     with open(os.path.join(args.out, "dequant_sweep.json"), "w") as f:
