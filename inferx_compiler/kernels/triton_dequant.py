@@ -100,13 +100,24 @@ def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexp
                 hi = ((wide << 24) >> 28).to(tl.float16)
             x_even = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :], mask=row_ok[:, None], other=0.0)
             x_odd = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :] + 1, mask=row_ok[:, None], other=0.0)
-            scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
-            if W_LEFT:
-                part = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even)))
-                acc += part * scale[:, None]
-            else:
-                part = tl.dot(x_odd, tl.trans(hi), tl.dot(x_even, tl.trans(lo)))
-                acc += part * scale[None, :]
+            if BK == GROUP:  # one group: its scale applied to the f32 sums
+                scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
+                if W_LEFT:
+                    part = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even)))
+                    acc += part * scale[:, None]
+                else:
+                    part = tl.dot(x_odd, tl.trans(hi), tl.dot(x_even, tl.trans(lo)))
+                    acc += part * scale[None, :]
+            else:  # several groups a step: the weights scaled in f16 (as IREE's own form does)
+                rg = k0 // GROUP + tl.arange(0, BK // GROUP)
+                scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
+                scale = scale[:, :, None]
+                lo = tl.reshape(tl.reshape(lo, (BN, BK // GROUP, GROUP // 2)) * scale, (BN, BK // 2))
+                hi = tl.reshape(tl.reshape(hi, (BN, BK // GROUP, GROUP // 2)) * scale, (BN, BK // 2))
+                if W_LEFT:
+                    acc = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even), acc))
+                else:
+                    acc = tl.dot(x_odd, tl.trans(hi), tl.dot(x_even, tl.trans(lo), acc))
         else:
             rk = k0 + tl.arange(0, BK)
             xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
@@ -142,12 +153,12 @@ class DequantSpec:
     n: int
     k: int
     kind: str  # "int8" or "int4"
-    group: int = 0  # int4: values per scale along K (one group a loop step: BK = group)
+    group: int = 0  # int4: values per scale along K
     has_init: bool = False
     split: int = 1
     block_m: int = 16
     block_n: int = 64
-    block_k: int = 128  # int8's step along K (int4's is the group)
+    block_k: int = 128  # the step along K (int4: a multiple of the group)
     warps: int = 4
     stages: int = 4
     arch: int = 90
@@ -161,6 +172,8 @@ class DequantSpec:
         if self.kind == "int4" and (self.group < 16 or self.group & (self.group - 1) or self.k % self.group):
             raise ValueError(f"int4 groups of {self.group} along K={self.k}: the kernel takes a power-of-two "
                              "group of at least 16 that divides K")
+        if self.kind == "int4" and self.block_k % self.group and self.group % self.block_k:
+            raise ValueError(f"int4 step {self.block_k} is not a multiple of the group {self.group}")
         if self.split < 1 or self.k % self.split or (self.k // self.split) % self.step:
             raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.step}")
         if self.has_init and self.split != 1:
@@ -170,7 +183,7 @@ class DequantSpec:
 
     @property
     def step(self) -> int:
-        return self.group if self.kind == "int4" else self.block_k
+        return max(self.block_k, self.group) if self.kind == "int4" else self.block_k
 
     @property
     def grid(self) -> tuple[int, int, int]:

@@ -127,6 +127,19 @@ def time_chain(torch, spec: DequantSpec, layers, replays: int, profile: bool = F
     return _median_ms(torch, replay, replays)
 
 
+def time_streaming(torch, layers, replays: int) -> float:
+    """A reduction over each layer's stored weight (as f32 words): what reading those bytes takes
+    with one PyTorch kernel a layer, the same graph structure."""
+    words = [w.view(torch.float32) for w, _, _ in layers]
+    sums = [torch.empty((), device="cuda") for _ in layers]
+
+    def body():
+        for w, total in zip(words, sums):
+            torch.sum(w, out=total)
+
+    return _median_ms(torch, _graphed(torch, body), replays)
+
+
 def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> float:
     weights = [torch.randn((n, k), device="cuda").half() for _ in range(count)]
     x = torch.randn((m, k), device="cuda").half()
@@ -143,8 +156,8 @@ def configs(m: int, kind: str, quick: bool):
     block_ns = [32, 64, 128] if quick else [16, 32, 64, 128]
     splits = [2, 4, 8] if quick else [1, 2, 4, 8]
     warps = [4] if quick else [4, 8]
-    stages = [3, 4] if quick else [2, 3, 4, 6]
-    block_ks = [128] if kind == "int4" or quick else [128, 256]
+    stages = [3] if quick else [2, 3, 4, 6]
+    block_ks = [128, 256, 512]
     return itertools.product(block_ms, block_ns, splits, warps, stages, block_ks, (False, True))
 
 
@@ -174,6 +187,9 @@ def main(argv=None) -> int:
     for kind in args.kinds.split(","):
         group = args.group if kind == "int4" else 0
         layers = make_layers(torch, kind, args.n, args.k, group, args.layers, gen)
+        stream = time_streaming(torch, layers, args.replays)
+        print(f"{kind}: reading the stored weights, a reduction a layer: {stream * 1e3:.1f} us", flush=True)
+        results.setdefault("streaming_ms", {})[kind] = stream
         for m in map(int, args.rows.split(",")):
             peer = time_torch_fp16(torch, m, args.n, args.k, args.layers, args.replays)
             best = None
