@@ -17,9 +17,11 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # inferx-hopper-epilogue and inferx-hopper-group name parts of inferx-hopper-matmul: the ops after
 # a matmul that its kernel finishes (disabled: the kernel stores the f32 product and IREE runs the
 # rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
+# inferx-dequant-matvec names the CUDA weight-only kernel of inferx-quantize-contractions
+# (disabled: IREE's dequantize-and-matmul).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
                    "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-f32-matmul", "inferx-hopper-epilogue", "inferx-hopper-group",
-                   "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
+                   "inferx-dequant-matvec", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,15 @@ def dispatch(kernel: ExternalKernel, arguments: list, result_types: list) -> lis
     return list(op.results)
 
 
+def scratch_types(kernel: ExternalKernel, outputs: int) -> list:
+    """The types of the kernel's written bindings after its `outputs` results: byte tensors as
+    large as Triton's launch would allocate (16 bytes when unused)."""
+    from iree.compiler import ir
+
+    sizes = list(kernel.scratch_bytes) or [16] * (kernel.written - outputs)
+    return [ir.RankedTensorType.get([size], ir.IntegerType.get_signless(8)) for size in sizes]
+
+
 def _dict_attr(fields: dict):
     from iree.compiler import ir
 

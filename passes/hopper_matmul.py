@@ -73,7 +73,7 @@ from typing import ClassVar, Optional
 from inferx_compiler.targets import HOPPER_ARCHS
 
 from .base import PassFailure, TargetedPass
-from .extern_dispatch import ExternalKernel, declare, dispatch
+from .extern_dispatch import ExternalKernel, declare, dispatch, scratch_types
 from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
 from .matmul_epilogue import fusible_epilogue
@@ -549,15 +549,6 @@ def _external(compiled, plans, source: str) -> ExternalKernel:
                           scratch_bytes=compiled.scratch_bytes)
 
 
-def _scratch_types(kernel: ExternalKernel, outputs: int) -> list:
-    """The types of the kernel's written bindings after its `outputs` results: byte tensors as
-    large as Triton's launch would allocate (16 bytes when unused)."""
-    from iree.compiler import ir
-
-    sizes = list(kernel.scratch_bytes) or [16] * (kernel.written - outputs)
-    return [ir.RankedTensorType.get([size], ir.IntegerType.get_signless(8)) for size in sizes]
-
-
 def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor) -> None:
     """Sibling matmuls (and their epilogues) -> one flow.dispatch in front of `anchor`, with A
     once, then each member's B, init and epilogue inputs; one result per member."""
@@ -572,7 +563,7 @@ def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor
             arguments += plan.operands if plan is not None else []
             result_types.append(plan.result.type if plan is not None else
                                 ir.RankedTensorType.get([1, member.m, member.n], ir.F32Type.get()))
-        results = dispatch(kernel, arguments, result_types + _scratch_types(kernel, len(ops)))
+        results = dispatch(kernel, arguments, result_types + scratch_types(kernel, len(ops)))
         for op, plan, result in zip(ops, plans, results):
             if plan is None:
                 result = tensor.CollapseShapeOp(op.operands[2].type, result, [[0, 1], [2]]).result
@@ -594,7 +585,7 @@ def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
     if plan is not None:
         last = plan.ops[-1] if plan.ops else op
         with ir.InsertionPoint(last), last.location:
-            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + _scratch_types(kernel, 1))
+            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))
         plan.result.replace_all_uses_with(results[0])
         for fused in reversed(plan.ops):
             fused.erase()
@@ -602,7 +593,7 @@ def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
         return
     with ir.InsertionPoint(op), op.location:
         partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
-        results = dispatch(kernel, arguments, [partial_t] + _scratch_types(kernel, 1))
+        results = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))
         partial = results[0]
         if spec.split == 1:
             out = tensor.CollapseShapeOp(init.type, partial, [[0, 1], [2]]).result

@@ -56,11 +56,15 @@ relative error 0.35 where the emulation says 0.01), while the same checks on MLP
 exact: the reduction-innermost weight ([N, K], a transposed-B generic contraction) and the int4
 contraction over (group, element) as one generic. The cost: IREE's matvec over a [K, N] int8 weight is slow (the 8x4096^2 MLP at batch 1
 took 107 us a layer, against 11 us for f16).
+Where the rows are not tokens (the matrix-vector form: weight stored [N, K] / [N, K/G, G]), the
+product runs on our Triton kernel instead (passes/dequant_matvec.py: static rows up to 64, sm_80
+and later, Triton installed; `matvec-kernel=false` or `--disable-pass inferx-dequant-matvec`
+keeps IREE's form), with the reason in the remark where it declines.
 
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
 whose group size does not divide K, a matmul whose operands are not f32. A target without an
 executable backend fails the pass. Spelled
-`inferx-quantize-contractions{target=cpu group-size=128 vnni-kernel=true}`.
+`inferx-quantize-contractions{target=cpu group-size=128 vnni-kernel=true matvec-kernel=true}`.
 """
 
 from __future__ import annotations
@@ -71,7 +75,7 @@ from typing import ClassVar, Optional
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR, PRECISION_ATTR
 from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
 
-from . import cpu_extern
+from . import cpu_extern, dequant_matvec
 from .base import PassFailure, TargetedPass
 from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
 from .iree_ir import defining_op, generic, plain_matmul, resized
@@ -120,6 +124,12 @@ def stored_weight(value) -> Optional[StoredWeight]:
         return None
     key = _parameter_key(op.operands[0])
     return StoredWeight(key, op.operands[0], True) if key is not None else None
+
+
+def ir_dynamic() -> int:
+    from iree.compiler import ir
+
+    return ir.ShapedType.get_dynamic_size()
 
 
 def _f32(op) -> bool:
@@ -444,9 +454,10 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
             ir.RankedTensorType.get([groups, n], scale))
 
 
-def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel: Optional[tuple[str, str]] = None) -> None:
+def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> None:
     """`kernel`: (kind, object file) of the VNNI kernel to use (CPU: "u8s8", or "u8s4" for int4;
-    None: IREE's s8 x s8 code)."""
+    None: IREE's s8 x s8 code), or (CUDA, the weight-only form) the DequantSpec of our kernel
+    (None: IREE's dequantize-and-matmul)."""
     x, y0 = matmul.operands[0], matmul.operands[2]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
@@ -457,7 +468,9 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel: Optional
     from iree.compiler import ir
 
     with ir.InsertionPoint(matmul), matmul.location:
-        if scheme.f16_scales:
+        if scheme.f16_scales and kernel is not None:
+            y = dequant_matvec.product(func_op.parent, to_f16(x), wq, scale, y0, kernel)
+        elif scheme.f16_scales:
             y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
         elif kernel is not None and kernel[0] == "u8s4":
             step, zero_point = row_ranges(x)
@@ -494,6 +507,7 @@ class QuantizeContractions(TargetedPass):
 
     group_size: int = 128
     vnni_kernel: bool = True  # CPU targets with AVX-512 VNNI: our u8 x s8 / u8 x s4 kernels
+    matvec_kernel: bool = True  # CUDA targets, rows that are not tokens: our Triton kernel (dequant_matvec)
 
     def __post_init__(self):
         super().__post_init__()
@@ -539,8 +553,13 @@ class QuantizeContractions(TargetedPass):
         kernel, why_not = None, None
         if not gpu and self.vnni_kernel:
             kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0)
-        if gpu:
-            how = "f16 activations, weights dequantized in the matmul, f32 sums"
+        if gpu and k_inner:
+            kernel, why_not = self._matvec_kernel(op.operands[0].type.shape[0], n, k, precision)
+        if gpu and kernel is not None:
+            how = (f"f16 activations, weights widened in our kernel (Triton, split {kernel.split}), f32 sums")
+        elif gpu:
+            how = "f16 activations, weights dequantized in the matmul, f32 sums" + (
+                f" (not our kernel: {why_not})" if why_not else "")
         elif kernel is not None and kernel[0] == "u8s4":
             how = "u8 activations, int4 read as stored, group sums by the VNNI kernel (u8 x s4)"
         elif kernel is not None:
@@ -552,6 +571,20 @@ class QuantizeContractions(TargetedPass):
         remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
         with op.context:
             rewrite(op, weight, scheme, kernel)
+
+    def _matvec_kernel(self, m: int, n: int, k: int, precision: str):
+        """(DequantSpec, None) for a CUDA weight-only product in the matrix-vector form, or
+        (None, why not)."""
+        if not self.matvec_kernel:
+            return None, "matvec-kernel=false"
+        target = self.target_record()
+        why = dequant_matvec.declined(target)
+        if why:
+            return None, why
+        kind = "int8" if precision == "i8" else "int4"
+        spec = dequant_matvec.matvec_spec(m if m != ir_dynamic() else -1, n, k, kind, self.group_size,
+                                          target.cores or 1, dequant_matvec.triton_arch(target.arch))
+        return (None, spec) if isinstance(spec, str) else (spec, None)
 
     def _vnni_kernel(self, k: int, n: int, group: int) -> tuple[Optional[tuple[str, str]], Optional[str]]:
         """((kind, object file), None), or (None, why not) for a product with a [K, N] weight:

@@ -73,7 +73,7 @@ SOURCE = '''\
 def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
                           K: tl.constexpr, K_SLICE: tl.constexpr, GROUP: tl.constexpr, INT4: tl.constexpr,
                           HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                          FAST: tl.constexpr, W_LEFT: tl.constexpr):
+                          FAST: tl.constexpr, W_LEFT: tl.constexpr, DOT: tl.constexpr):
     pid = tl.program_id(0)
     s = tl.program_id(1)
     tiles_n = tl.cdiv(N, BN)
@@ -98,9 +98,14 @@ def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexp
                 wide = packed.to(tl.int32)
                 lo = ((wide << 28) >> 28).to(tl.float16)
                 hi = ((wide << 24) >> 28).to(tl.float16)
-            x_even = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :], mask=row_ok[:, None], other=0.0)
-            x_odd = tl.load(x_ptr + rm[:, None] * K + 2 * rb[None, :] + 1, mask=row_ok[:, None], other=0.0)
-            if BK == GROUP:  # one group: its scale applied to the f32 sums
+            rk = k0 + tl.arange(0, BK)
+            xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
+            x_even, x_odd = tl.split(tl.reshape(xv, (BM, BK // 2, 2)))
+            if not DOT:  # one row, one group a step: products and sums on the CUDA cores
+                scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
+                prod = lo.to(tl.float32) * x_even.to(tl.float32) + hi.to(tl.float32) * x_odd.to(tl.float32)
+                acc += (tl.sum(prod, axis=1) * scale)[None, :]
+            elif BK == GROUP:  # one group: its scale applied to the f32 sums
                 scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
                 if W_LEFT:
                     part = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even)))
@@ -165,6 +170,7 @@ class DequantSpec:
     fast: bool = True  # the integers widened by INT4_TO_F16 / INT8_TO_F16 (False: Triton's casts, for the
     # interpreter, which runs no PTX)
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
+    dot: bool = True  # False (int4, one row, BK = group): no tensor cores, products summed per row
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -178,8 +184,10 @@ class DequantSpec:
             raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.step}")
         if self.has_init and self.split != 1:
             raise ValueError("the init is added by the kernel only with one slice")
-        if self.block_m < 16:
+        if self.dot and self.block_m < 16:
             raise ValueError("block_m below 16: the rows ride a 16-row dot")
+        if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.step != self.group or self.w_left):
+            raise ValueError("the dot-free form takes int4, one row a program and one group a step")
 
     @property
     def step(self) -> int:
@@ -211,7 +219,7 @@ class DequantSpec:
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
-                FAST=spec.fast, W_LEFT=spec.w_left)
+                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot)
 
 
 def signature(spec: DequantSpec) -> tuple[dict, dict]:

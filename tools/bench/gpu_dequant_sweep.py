@@ -152,13 +152,18 @@ def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> 
 
 
 def configs(m: int, kind: str, quick: bool):
+    """(block_m, block_n, split, warps, stages, block_k, w_left, dot) candidates."""
     block_ms = [16] if m <= 16 else [16, 64]
-    block_ns = [32, 64, 128] if quick else [16, 32, 64, 128]
-    splits = [2, 4, 8] if quick else [1, 2, 4, 8]
+    block_ns = [64, 128] if quick else [32, 64, 128]
+    splits = [4, 8] if quick else [1, 2, 4, 8]
     warps = [4] if quick else [4, 8]
     stages = [3] if quick else [2, 3, 4, 6]
-    block_ks = [128, 256, 512]
-    return itertools.product(block_ms, block_ns, splits, warps, stages, block_ks, (False, True))
+    block_ks = [128, 256] if quick else [128, 256, 512]
+    yield from (c + (True,) for c in itertools.product(block_ms, block_ns, splits, warps, stages, block_ks,
+                                                       (False, True)))
+    if kind == "int4":  # the dot-free form: a row a program, a group a step
+        yield from ((1, bn, split, w, st, 128, False, False) for bn in (16, 32, 64) for split in (2, 4, 8)
+                    for w in warps for st in stages)
 
 
 def main(argv=None) -> int:
@@ -193,10 +198,10 @@ def main(argv=None) -> int:
         for m in map(int, args.rows.split(",")):
             peer = time_torch_fp16(torch, m, args.n, args.k, args.layers, args.replays)
             best = None
-            for bm, bn, split, warps, stages, bk, w_left in configs(m, kind, args.quick):
+            for bm, bn, split, warps, stages, bk, w_left, dot in configs(m, kind, args.quick):
                 try:
                     spec = DequantSpec(m, args.n, args.k, kind, group, False, split, bm, bn, bk, warps, stages,
-                                       fast=not args.slow_casts, w_left=w_left)
+                                       fast=not args.slow_casts, w_left=w_left, dot=dot)
                 except ValueError:
                     continue
                 try:
@@ -207,18 +212,18 @@ def main(argv=None) -> int:
                     continue
                 floor = args.layers * spec.weight_bytes / rate * 1e3
                 row = {"m": m, "kind": kind, "bm": bm, "bn": bn, "split": split, "warps": warps, "stages": stages,
-                       "bk": bk, "w_left": w_left, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
+                       "bk": bk, "w_left": w_left, "dot": dot, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
                 rows.append(row)
                 if err < 1e-3 and (best is None or ms < best["ms"]):
                     best = row
             if best:
                 spec = DequantSpec(m, args.n, args.k, kind, group, False, best["split"], best["bm"], best["bn"],
                                    best["bk"], best["warps"], best["stages"], fast=not args.slow_casts,
-                                   w_left=best["w_left"])
+                                   w_left=best["w_left"], dot=best["dot"])
                 best["kernel_us"] = time_chain(torch, spec, layers, args.replays, profile=True)
                 print(f"  kernels a replay (us): {best['kernel_us']}", flush=True)
                 print(f"{kind} M={m}: best {best['ms'] * 1e3:.1f} us (bm {best['bm']} bn {best['bn']} split "
-                      f"{best['split']} warps {best['warps']} stages {best['stages']} bk {best['bk']} w_left {best['w_left']}), floor "
+                      f"{best['split']} warps {best['warps']} stages {best['stages']} bk {best['bk']} w_left {best['w_left']} dot {best['dot']}), floor "
                       f"{best['floor_ms'] * 1e3:.1f} us ({best['ms'] / best['floor_ms']:.2f}x), torch fp16 "
                       f"{peer * 1e3:.1f} us, err {best['err']:.1e}", flush=True)
     with open(os.path.join(args.out, "dequant_sweep.json"), "w") as f:

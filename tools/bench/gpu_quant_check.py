@@ -79,7 +79,7 @@ def prepare(out: str) -> None:
             artifact = os.path.join(out, f"{name}.{precision}.ixa")
             subprocess.run(python_entry("inferx_compiler.cli.compile") + [
                 path, "--target", "h200", "--precision", precision, "--group-size", str(group),
-                "-o", artifact, "-q"], check=True)
+                "--batch-sizes", str(rows), "-o", artifact, "-q"], check=True)
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump([[name, p] for name, _, _ in CASES for p in PRECISIONS], f)
 

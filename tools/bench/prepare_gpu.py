@@ -88,7 +88,10 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                                                "gpt2_lite", "resnet_lite")),
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
-                   "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite"))}
+                   "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
+                   # the same with IREE's dequantize-and-matmul instead of our weight-only kernel
+                   "inferx-int8-iree": ("int8", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite")),
+                   "inferx-int4-iree": ("int4", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 

@@ -1,0 +1,80 @@
+// REQUIRES: triton
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32})' --verify-diagnostics >/dev/null
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32 matvec-kernel=false})' 2>&1 >/dev/null | filecheck %s --check-prefix=OFF
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=orin group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=ORIN
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=24})' 2>&1 >/dev/null | filecheck %s --check-prefix=GROUP24
+
+// CUDA weight-only layers whose rows are not tokens (an MLP's batch): our Triton kernel
+// (passes/dequant_matvec.py) reads the stored int8/int4 weight and its f16 scales; IREE's
+// dequantize-and-matmul form is what it replaces.
+// OFF: remark: inferx-quantize-contractions: int4: 256x128 weight 'fc.w' stored as int4g32hn, f16 activations, weights dequantized in the matmul, f32 sums (not our kernel: matvec-kernel=false)
+// ORIN: remark: inferx-quantize-contractions: int4: 256x128 weight 'fc.w' stored as int4g32hn, f16 activations, weights widened in our kernel (Triton, split 4), f32 sums
+// GROUP24: remark: {{.*}}(not our kernel: int4 groups of 24 along K=192: the kernel takes a power-of-two group of at least 16 that divides K)
+
+// int4, 2 rows, K = 256 in groups of 32: four slices of K (the grid's second dimension) summed
+// into the init by a linalg reduction; the executable embeds the kernel's PTX.
+// CHECK:       hal.executable.source private @[[EXE:inferx_dequant_int4_2x128x256_[0-9a-f]+]]
+// CHECK-SAME:    data = dense<"0x
+// CHECK:         hal.executable.export public @inferx_dequant_matvec ordinal(0)
+// CHECK:           %[[TILES:.+]] = arith.constant 2 : index
+// CHECK:           %[[SPLIT:.+]] = arith.constant 4 : index
+// CHECK:           hal.return %[[TILES]], %[[SPLIT]], %{{.+}}
+// CHECK:         } <workgroup_size = [128 : index, 1 : index, 1 : index]
+// CHECK-SAME:      config = "16x64 rows, step 32, 4 warps, 3 stages, split 4"
+// CHECK-LABEL: func.func @int4_rows(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<2x256xf32>, %[[Z:[^:]+]]: tensor<2x128xf32>, %[[WQ:[^:]+]]: tensor<128x8x32xi4> {inferx.parameter = "fc.w#q:int4g32hn"}, %[[S:[^:]+]]: tensor<128x8xf16> {inferx.parameter = "fc.w#q:int4g32hn:scale"}
+// CHECK:         %[[X16:.+]] = linalg.generic {{.*}} ins(%[[X]] : tensor<2x256xf32>) outs({{.*}} : tensor<2x256xf16>)
+// CHECK:         %[[P:.+]]:3 = flow.dispatch @[[EXE]]::@inferx_dequant_matvec(%[[X16]], %[[WQ]], %[[S]]) : (tensor<2x256xf16>, tensor<128x8x32xi4>, tensor<128x8xf16>) -> (tensor<4x2x128xf32>, tensor<16xi8>, tensor<16xi8>)
+// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[P]]#0 : tensor<4x2x128xf32>) outs(%[[Z]] : tensor<2x128xf32>)
+// CHECK:           arith.addf
+// CHECK-NOT:     arith.sitofp
+// CHECK:         return %[[Y]]
+func.func @int4_rows(%x: tensor<2x256xf32>, %w: tensor<256x128xf32> {inferx.parameter = "fc.w"}, %z: tensor<2x128xf32>) -> tensor<2x128xf32> {
+  // expected-remark @+1 {{int4: 256x128 weight 'fc.w' stored as int4g32hn, f16 activations, weights widened in our kernel (Triton, split 4), f32 sums}}
+  %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<2x256xf32>, tensor<256x128xf32>) outs(%z : tensor<2x128xf32>) -> tensor<2x128xf32>
+  return %y : tensor<2x128xf32>
+}
+
+// -----
+
+// int8, Gemm transB (the weight read transposed), one slice: the kernel reads the init itself
+// and its [1, M, N] result is the product (no reduction after it).
+// CHECK:       #pipeline_layout = #hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer, ReadOnly>, #hal.pipeline.binding<storage_buffer>,
+// CHECK:       hal.executable.source private @[[EXE8:inferx_dequant_int8_3x64x256_[0-9a-f]+]]
+// CHECK-LABEL: func.func @int8_transposed(
+// CHECK-SAME:    %[[Z8:[^:]+]]: tensor<3x64xf32>, %[[WQ8:[^:]+]]: tensor<64x256xi8> {inferx.parameter = "fc.w#q:int8hnt"}, %[[S8:[^:]+]]: tensor<64xf16>
+// CHECK:         %[[P8:.+]]:3 = flow.dispatch @[[EXE8]]::@inferx_dequant_matvec(%{{.+}}, %[[WQ8]], %[[S8]], %[[Z8]]) : (tensor<3x256xf16>, tensor<64x256xi8>, tensor<64xf16>, tensor<3x64xf32>) -> (tensor<1x3x64xf32>,
+// CHECK:         %[[Y8:.+]] = tensor.collapse_shape %[[P8]]#0 {{\[}}[0, 1], [2]] : tensor<1x3x64xf32> into tensor<3x64xf32>
+// CHECK:         return %[[Y8]]
+func.func @int8_transposed(%x: tensor<3x256xf32>, %wt: tensor<64x256xf32> {inferx.parameter = "fc.w"}, %z: tensor<3x64xf32>) -> tensor<3x64xf32> {
+  %e = tensor.empty() : tensor<256x64xf32>
+  %w = linalg.transpose ins(%wt : tensor<64x256xf32>) outs(%e : tensor<256x64xf32>) permutation = [1, 0]
+  // expected-remark @+1 {{weights widened in our kernel (Triton, split 1)}}
+  %y = linalg.matmul {inferx.precision = "i8"} ins(%x, %w : tensor<3x256xf32>, tensor<256x64xf32>) outs(%z : tensor<3x64xf32>) -> tensor<3x64xf32>
+  return %y : tensor<3x64xf32>
+}
+
+// -----
+
+// Declined, IREE's form kept: dynamic rows, and more rows than the kernel takes.
+// CHECK-NOT:   hal.executable.source
+// CHECK-LABEL: func.func @declined(
+// CHECK-COUNT-2: arith.sitofp
+func.func @declined(%x: tensor<?x256xf32>, %w: tensor<256x128xf32> {inferx.parameter = "a.w"}, %z: tensor<?x128xf32>,
+                    %x2: tensor<96x256xf32>, %w2: tensor<256x128xf32> {inferx.parameter = "b.w"}, %z2: tensor<96x128xf32>) -> (tensor<?x128xf32>, tensor<96x128xf32>) {
+  // expected-remark @+1 {{(not our kernel: dynamic rows)}}
+  %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<?x256xf32>, tensor<256x128xf32>) outs(%z : tensor<?x128xf32>) -> tensor<?x128xf32>
+  // expected-remark @+1 {{(not our kernel: 96 rows (the kernel takes at most 64))}}
+  %y2 = linalg.matmul {inferx.precision = "i4"} ins(%x2, %w2 : tensor<96x256xf32>, tensor<256x128xf32>) outs(%z2 : tensor<96x128xf32>) -> tensor<96x128xf32>
+  return %y, %y2 : tensor<?x128xf32>, tensor<96x128xf32>
+}
+
+// -----
+
+// GROUP24 reaches this case only: groups of 24 are even (the pass takes them) but not a power of two.
+func.func @group24(%x: tensor<2x192xf32>, %w: tensor<192x64xf32> {inferx.parameter = "g.w"}, %z: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  // expected-remark @+1 {{weights widened in our kernel}}
+  %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<2x192xf32>, tensor<192x64xf32>) outs(%z : tensor<2x64xf32>) -> tensor<2x64xf32>
+  return %y : tensor<2x64xf32>
+}
