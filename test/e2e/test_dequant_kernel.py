@@ -1,0 +1,220 @@
+"""The CUDA weight-only int8/int4 kernel (inferx_compiler/kernels/triton_dequant.py) and the
+builds that carry it (passes/dequant_matvec.py, through inferx-quantize-contractions).
+
+No GPU here. The kernel's indexing and arithmetic are checked through Triton's interpreter (the
+same @triton.jit function the PTX is compiled from, with Triton's own integer casts) against
+numpy in float64 for every form the rule can emit; the PTX widening (the integers turned into
+f16 by lop3/prmt and f16x2 arithmetic, which the interpreter cannot run) is checked by
+executing its PTX text, instruction by instruction, on every byte value. The compiled kernel's
+numbers on a GPU: tools/bench/gpu_quant_check.py (against the onnxruntime emulation of the plan)
+and tools/bench/gpu_dequant_sweep.py (against float64).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from e2e_models import wide_mlp
+from helpers import artifact_json, save
+from inferx_compiler.cli.compile import main as compile_main
+
+pytest.importorskip("triton")
+
+from inferx_compiler.kernels import triton_dequant  # noqa: E402
+
+# (M, N, K, kind, group, has_init, split, block_n, block_k, w_left)
+FORMS = [
+    (1, 96, 256, "int4", 64, True, 1, 64, 64, False),  # a row, N not a multiple of the tile, init read
+    (20, 64, 512, "int4", 128, False, 2, 32, 128, False),  # two row tiles (20 rows), split-K
+    (3, 80, 512, "int4", 64, False, 4, 64, 128, True),  # two groups a step (scaled in f16), weight on the left
+    (2, 64, 256, "int8", 0, True, 1, 32, 128, False),  # int8, init read
+    (5, 48, 512, "int8", 0, False, 2, 64, 256, True),  # int8, split-K, weight on the left, edge tile in N
+]
+
+_INTERPRETER = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import numpy as np, torch
+from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
+from inferx_compiler.quantization import pack_int4
+m, n, k, kind, group, has_init, split, bn, bk, w_left = json.loads(sys.argv[1])
+rng = np.random.default_rng(1)
+x = rng.standard_normal((m, k)).astype(np.float16)
+if kind == "int4":
+    q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+    w = pack_int4(q).view(np.int8).reshape(n, k // 2)
+    s = (rng.random((n, k // group)) + 0.5).astype(np.float16)
+    deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+else:
+    q = w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    s = (rng.random(n) + 0.5).astype(np.float16)
+    deq = q.astype(np.float64) * s.astype(np.float64)[:, None]
+init = rng.standard_normal((m, n)).astype(np.float32)
+spec = DequantSpec(m, n, k, kind, group, has_init, split, 16, bn, bk, fast=False, w_left=w_left)
+out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
+kernel_function()[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s),
+                                 torch.from_numpy(init) if has_init else None, out, **constants(spec))
+ref = x.astype(np.float64) @ deq.T + (init if has_init else 0.0)
+got = out.numpy().astype(np.float64).sum(axis=0)
+print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
+                  "finite": bool(np.isfinite(got).all())}))
+"""
+
+
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: f"{f[3]}-{f[0]}x{f[1]}x{f[2]}-split{f[6]}"
+                         + ("-init" if f[5] else "") + ("-wleft" if f[9] else ""))
+def test_kernel_matches_numpy_in_the_interpreter(form):
+    """Every output element written (NaN-filled output) and right: f32 sums of exact integer
+    products (1e-6), except where a step spans several int4 groups and the weights are scaled in
+    f16 first (IREE's own weight-only form rounds the same way: 1e-3)."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", _INTERPRETER, json.dumps(form)], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["finite"], "some output elements were never written"
+    scaled_in_f16 = form[3] == "int4" and form[8] > form[4]
+    assert result["err"] <= (1e-3 if scaled_in_f16 else 1e-6), result
+
+
+# ----------------------------------------------------------------------------- the PTX widening
+def _f16x2(word: int) -> tuple:
+    halves = np.array([word & 0xFFFF, word >> 16], dtype=np.uint16)
+    return tuple(halves.view(np.float16))
+
+
+def _word(a, b) -> int:
+    halves = np.array([a, b], dtype=np.float16).view(np.uint16)
+    return int(halves[0]) | int(halves[1]) << 16
+
+
+def _lop3(a: int, b: int, c: int, lut: int) -> int:
+    out = 0
+    for bit in range(32):
+        index = ((a >> bit & 1) << 2) | ((b >> bit & 1) << 1) | (c >> bit & 1)
+        out |= (lut >> index & 1) << bit
+    return out
+
+
+def _prmt(a: int, b: int, selector: int) -> int:
+    pool = (a | b << 32).to_bytes(8, "little")
+    return int.from_bytes(bytes(pool[(selector >> 4 * i) & 7] for i in range(4)), "little")
+
+
+def run_ptx(asm: str, operands: dict) -> dict:
+    """Execute the inline PTX block `asm` (the instructions triton_dequant uses) on 32-bit values;
+    `operands` maps "$i" to inputs; returns every register."""
+    regs = dict(operands)
+
+    def val(token: str) -> int:
+        token = token.strip()
+        return regs[token] if token in regs else int(token, 0) & 0xFFFFFFFF
+
+    for line in asm.strip().strip("{}").strip().splitlines():
+        line = line.strip().rstrip(";")
+        if not line or line.startswith(".reg"):
+            continue
+        op, args = line.split(None, 1)
+        dst, *src = [a.strip() for a in args.split(",")]
+        if op == "mov.b32":
+            regs[dst] = val(src[0])
+        elif op == "xor.b32":
+            regs[dst] = val(src[0]) ^ val(src[1])
+        elif op == "prmt.b32":
+            regs[dst] = _prmt(val(src[0]), val(src[1]), val(src[2]))
+        elif op == "lop3.b32":
+            regs[dst] = _lop3(val(src[0]), val(src[1]), val(src[2]), val(src[3]))
+        elif op == "sub.f16x2":
+            a, b = _f16x2(val(src[0])), _f16x2(val(src[1]))
+            regs[dst] = _word(*(np.float16(x - y) for x, y in zip(a, b)))
+        elif op == "fma.rn.f16x2":
+            a, b, c = _f16x2(val(src[0])), _f16x2(val(src[1])), _f16x2(val(src[2]))
+            regs[dst] = _word(*(np.float16(np.float32(x) * np.float32(y) + np.float32(z)) for x, y, z in zip(a, b, c)))
+        else:
+            raise AssertionError(f"instruction {op} is not modelled here")
+    return regs
+
+
+def _signed_nibble(v: int) -> int:
+    return v - 16 if v >= 8 else v
+
+
+def test_int4_widening_ptx_gives_every_nibble():
+    """Four packed bytes -> the low nibbles (elements 2i) in $0, $1 and the high ones (2i + 1) in
+    $2, $3, as f16 pairs in element order, for every byte value in every position."""
+    rng = np.random.default_rng(0)
+    words = [int.from_bytes(bytes([b, (b * 7) & 255, (b * 13 + 5) & 255, 255 - b]), "little") for b in range(256)]
+    words += [int(w) for w in rng.integers(0, 2**32, 64, dtype=np.uint64)]
+    for word in words:
+        regs = run_ptx(triton_dequant.INT4_TO_F16, {"$4": word})
+        data = word.to_bytes(4, "little")
+        lo = _f16x2(regs["$0"]) + _f16x2(regs["$1"])
+        hi = _f16x2(regs["$2"]) + _f16x2(regs["$3"])
+        assert [float(v) for v in lo] == [_signed_nibble(b & 15) for b in data], hex(word)
+        assert [float(v) for v in hi] == [_signed_nibble(b >> 4) for b in data], hex(word)
+
+
+def test_int8_widening_ptx_gives_every_byte():
+    for first in range(0, 256, 4):
+        word = int.from_bytes(bytes(range(first, first + 4)), "little")
+        regs = run_ptx(triton_dequant.INT8_TO_F16, {"$2": word})
+        got = [float(v) for v in _f16x2(regs["$0"]) + _f16x2(regs["$1"])]
+        assert got == [b - 256 if b >= 128 else b for b in range(first, first + 4)], hex(word)
+
+
+def test_the_ptx_model_can_fail():
+    """A mask one bit short, run through the same model, gives a wrong value."""
+    broken = triton_dequant.INT4_TO_F16.replace("0x000F000F, 0x64086408", "0x00070007, 0x64086408", 1)
+    regs = run_ptx(broken, {"$4": 0x0F0F0F0F})
+    assert float(_f16x2(regs["$0"])[0]) != -1.0
+
+
+def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
+    spec = triton_dequant.DequantSpec(1, 4096, 4096, "int4", 128, False, 8, 16, 64, 128, 4, 3)
+    first = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path / "a"))
+    again = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path / "b"))
+    ptx = first.ptx.decode()
+    assert ".target sm_90" in ptx and "lop3.b32" in ptx and "prmt.b32" in ptx
+    assert "cvt.rn.f16.s" not in ptx  # no integer conversions left on the slow unit
+    assert first.ptx == again.ptx
+    assert first.parameters == 3 + 1 + 2  # x, w, scale, out and Triton's two scratch pointers
+
+
+def test_rule_splits_k_until_every_sm_has_work():
+    from passes.dequant_matvec import matvec_spec
+
+    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
+    assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
+    spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 4 x 64 tiles: two slices make 512 programs
+    assert (spec.split, spec.grid) == (2, (256, 2, 1))
+    assert matvec_spec(1, 4096, 256, "int4", 128, 132, 90).split == 1  # two steps of K: one slice
+    assert matvec_spec(65, 64, 256, "int8", 0, 132, 90) == "65 rows (the kernel takes at most 64)"
+
+
+# ----------------------------------------------------------------------------- builds
+def _build(tmp_path, extra: list) -> tuple[dict, dict]:
+    onnx_path = save(wide_mlp(width=256, layers=2), tmp_path / "wide.onnx")
+    out = str(tmp_path / f"m{len(extra)}.ixa")
+    assert compile_main([onnx_path, "--target", "h200", "--precision", "int4", "--group-size", "64",
+                         "--batch-sizes", "2", "--no-measure", "-q", "-o", out, *extra]) == 0
+    return artifact_json(out)
+
+
+def test_h200_int4_build_runs_the_kernel_and_disable_pass_restores_iree(tmp_path):
+    """The static batch-2 function's two layers become our kernel's dispatches (IREE's
+    dequantize-and-matmul stays for the dynamic-batch function); --disable-pass
+    inferx-dequant-matvec leaves them all to IREE."""
+    _, report = _build(tmp_path, [])
+    ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
+    assert [(d["loops"], d["element_type"]) for d in ours] == [([2, 256, 256], "int4")]  # one executable, both layers
+    remarks = [r for r in report["decisions"] if r.get("pass") == "inferx-quantize-contractions"]
+    assert sum("widened in our kernel" in r["decision"] for r in remarks) == 2
+    assert sum("not our kernel: dynamic rows" in r["decision"] for r in remarks) == 2
+    _, report = _build(tmp_path, ["--disable-pass", "inferx-dequant-matvec"])
+    assert not [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
