@@ -15,7 +15,8 @@ Configuration (`matvec_spec`): 64 weight rows a program, one int4 group (or 128 
 step, 16 activation rows a program (zero-padded), 4 warps, 3 stages; K split in S slices, the
 smallest power of two that gives every SM three programs, at most 8 and at least two steps a
 slice. Measured on an H200 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/).
-Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, shapes the kernel
+Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
+(IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
 step), a CUDA architecture before sm_80, builds without Triton.
 """
@@ -28,6 +29,10 @@ from .extern_dispatch import ExternalKernel, declare, dispatch, scratch_types
 from .split_reduction import sum_slices
 
 MAX_ROWS = 64
+# int8 below this many rows stays IREE's: on the H200 its matrix-vector loop read the MLP's int8
+# weights at 2 TB/s (8.6 us a layer) against the kernel's 6.5 us plus the split-K sum, 0.148
+# against 0.176 ms a call at batch 1; at 64 rows the kernel won, 0.506 -> 0.305 ms.
+MIN_INT8_ROWS = 16
 BLOCK_N = 64
 MAX_SPLIT = 8
 PROGRAMS_PER_SM = 3
@@ -48,6 +53,9 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
         return "dynamic rows"
     if m > MAX_ROWS:
         return f"{m} rows (the kernel takes at most {MAX_ROWS})"
+    if kind == "int8" and m < MIN_INT8_ROWS:
+        return (f"int8 with {m} rows: IREE's matrix-vector code reads an int8 weight about as fast, in fewer "
+                f"dispatches")
     tiles = -(-m // 16) * -(-n // BLOCK_N)
     split = 1
     step = group if kind == "int4" else 128

@@ -195,6 +195,7 @@ def test_rule_splits_k_until_every_sm_has_work():
     assert (spec.split, spec.grid) == (2, (256, 2, 1))
     assert matvec_spec(1, 4096, 256, "int4", 128, 132, 90).split == 1  # two steps of K: one slice
     assert matvec_spec(65, 64, 256, "int8", 0, 132, 90) == "65 rows (the kernel takes at most 64)"
+    assert "IREE's matrix-vector code" in matvec_spec(1, 4096, 4096, "int8", 0, 132, 90)  # int8 below 16 rows
 
 
 # ----------------------------------------------------------------------------- builds
