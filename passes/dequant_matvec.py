@@ -12,9 +12,11 @@ for such a layer,
     y = p (S = 1)  or  y0 + sum_s p[s]                    (split-K: a linalg reduction)
 
 Configuration (`matvec_spec`): 64 weight rows a program, one int4 group (or 128 int8 values) a
-step, 16 activation rows a program (zero-padded), 4 warps, 3 stages; K split in S slices, the
-smallest power of two that gives every SM three programs, at most 8 and at least two steps a
-slice. Measured on an H200 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/).
+step, 16 activation rows a program (zero-padded; 64 above 16 rows), 4 warps, 3 stages; K split
+in S slices, the smallest power of two that gives every SM three programs, at most 8, with at
+least two steps a slice (eight for 64-row tiles). The sweep's best for the MLP's 4096x4096
+layers: 1 and 8 rows 64x16 tiles split 8, 64 rows 64x64 tiles split 4 (139 us for 8 layers
+against 181 with 16-row tiles). Measured on an H200 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
@@ -56,15 +58,17 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
     if kind == "int8" and m < MIN_INT8_ROWS:
         return (f"int8 with {m} rows: IREE's matrix-vector code reads an int8 weight about as fast, in fewer "
                 f"dispatches")
-    tiles = -(-m // 16) * -(-n // BLOCK_N)
+    block_m = 16 if m <= 16 else 64
+    min_steps = 2 if block_m == 16 else 8  # a 64-row tile does four times the work per weight byte
+    tiles = -(-m // block_m) * -(-n // BLOCK_N)
     split = 1
     step = group if kind == "int4" else 128
     while (split < MAX_SPLIT and tiles * split < PROGRAMS_PER_SM * sms and k % (2 * split) == 0
-           and (k // (2 * split)) % step == 0 and k // (2 * split) >= 2 * step):
+           and (k // (2 * split)) % step == 0 and k // (2 * split) >= min_steps * step):
         split *= 2
     try:
-        return DequantSpec(m, n, k, kind, group if kind == "int4" else 0, split == 1, split, 16, BLOCK_N, step,
-                           warps=4, stages=3, arch=arch)
+        return DequantSpec(m, n, k, kind, group if kind == "int4" else 0, split == 1, split, block_m, BLOCK_N,
+                           step, warps=4, stages=3, arch=arch)
     except ValueError as e:
         return str(e)
 

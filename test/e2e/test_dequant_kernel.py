@@ -191,8 +191,9 @@ def test_rule_splits_k_until_every_sm_has_work():
 
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
-    spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 4 x 64 tiles: two slices make 512 programs
-    assert (spec.split, spec.grid) == (2, (256, 2, 1))
+    spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 64-row tiles, slices of at least 8 steps
+    assert (spec.block_m, spec.split, spec.grid) == (64, 4, (64, 4, 1))
+    assert matvec_spec(8, 4096, 4096, "int4", 128, 132, 90).block_m == 16
     assert matvec_spec(1, 4096, 256, "int4", 128, 132, 90).split == 1  # two steps of K: one slice
     assert matvec_spec(65, 64, 256, "int8", 0, 132, 90) == "65 rows (the kernel takes at most 64)"
     assert "IREE's matrix-vector code" in matvec_spec(1, 4096, 4096, "int8", 0, 132, 90)  # int8 below 16 rows
