@@ -151,17 +151,19 @@ def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> 
     return _median_ms(torch, _graphed(torch, body), replays)
 
 
-def configs(m: int, kind: str, quick: bool):
-    """(block_m, block_n, split, warps, stages, block_k, w_left, dot) candidates."""
+def configs(m: int, kind: str, quick: bool, only: dict = None):
+    """(block_m, block_n, split, warps, stages, block_k, w_left, dot) candidates; `only` replaces
+    a field's list (block_n, split, stages: lists of ints)."""
+    only = only or {}
     block_ms = [16] if m <= 16 else [16, 64]
-    block_ns = [64, 128] if quick else [32, 64, 128]
-    splits = [4, 8] if quick else [1, 2, 4, 8]
+    block_ns = only.get("block_n") or ([64, 128] if quick else [32, 64, 128])
+    splits = only.get("split") or ([4, 8] if quick else [1, 2, 4, 8])
     warps = [4] if quick else [4, 8]
-    stages = [3] if quick else [2, 3, 4, 6]
+    stages = only.get("stages") or ([3] if quick else [2, 3, 4, 6])
     block_ks = [128, 256] if quick else [128, 256, 512]
     yield from (c + (True,) for c in itertools.product(block_ms, block_ns, splits, warps, stages, block_ks,
                                                        (False, True)))
-    if kind == "int4":  # the dot-free form: a row a program, a group a step
+    if kind == "int4" and not only:  # the dot-free form: a row a program, a group a step
         yield from ((1, bn, split, w, st, 128, False, False) for bn in (16, 32, 64) for split in (2, 4, 8)
                     for w in warps for st in stages)
 
@@ -177,6 +179,9 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--replays", type=int, default=50)
     parser.add_argument("--quick", action="store_true", help="fewer warps/stages candidates")
+    parser.add_argument("--block-n", help="comma list: only these weight rows a program")
+    parser.add_argument("--split", help="comma list: only these split-K slice counts")
+    parser.add_argument("--stages", help="comma list: only these pipeline depths")
     parser.add_argument("--slow-casts", action="store_true", help="Triton's integer casts, not the PTX widening")
     args = parser.parse_args(argv)
     import torch
@@ -198,7 +203,9 @@ def main(argv=None) -> int:
         for m in map(int, args.rows.split(",")):
             peer = time_torch_fp16(torch, m, args.n, args.k, args.layers, args.replays)
             best = None
-            for bm, bn, split, warps, stages, bk, w_left, dot in configs(m, kind, args.quick):
+            only = {field: [int(v) for v in getattr(args, field).split(",")]
+                    for field in ("block_n", "split", "stages") if getattr(args, field)}
+            for bm, bn, split, warps, stages, bk, w_left, dot in configs(m, kind, args.quick, only):
                 try:
                     spec = DequantSpec(m, args.n, args.k, kind, group, False, split, bm, bn, bk, warps, stages,
                                        fast=not args.slow_casts, w_left=w_left, dot=dot)
