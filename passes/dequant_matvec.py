@@ -10,6 +10,9 @@ for such a layer,
 
     p[S, M, N] = extern(x16[M, K], wq, scale[, y0])      (the kernel; y0 read when S = 1)
     y = p (S = 1)  or  y0 + sum_s p[s]                    (split-K: a linalg reduction)
+    z = extern(x16, wq, scale, epilogue inputs...)        (one slice: the ops after the product
+                                                           finished in the kernel, as
+                                                           passes/matmul_epilogue.py finds them)
 
 Configuration (`matvec_spec`): 64 weight rows a program, one int4 group (or 128 int8 values) a
 step, 16 activation rows a program (zero-padded; 64 above 16 rows), 4 warps, 3 stages; K split
@@ -37,6 +40,11 @@ MAX_ROWS = 64
 MIN_INT8_ROWS = 16
 BLOCK_N = 64
 MAX_SPLIT = 8
+# one slice with the epilogue fused (int4, up to 16 rows): the sweep's best one-slice tile
+# (docs/bench/2026-12-03-h200-int4/sweep/dequant_sweep_split1.json: 84.5 us for the MLP's eight
+# layers against 75.2 for split 8 plus its sums, before the dispatches those sums add)
+FUSED_BLOCK_N = 32
+FUSED_STEP = 256
 PROGRAMS_PER_SM = 3
 
 
@@ -46,9 +54,13 @@ def triton_arch(arch: str) -> Optional[int]:
     return int(digits) if digits.isdigit() and int(digits) >= 80 else None
 
 
-def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: int):
+def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: int, epilogue=None):
     """The kernel configuration for an M x N x K layer (triton_dequant.DequantSpec), or a string
-    saying why the kernel declines it."""
+    saying why the kernel declines it. `epilogue` (a triton_matmul.Epilogue, the ops after the
+    product, the init its first input): up to 16 int4 rows take one slice and finish it (32
+    weight rows a program, two groups of 128 a step, 4 stages), which costs the kernel more time
+    than split-K but saves the second dispatch a layer that IREE's per-call work makes dear;
+    otherwise the split rule decides and a one-slice pick finishes it too."""
     from inferx_compiler.kernels.triton_dequant import DequantSpec
 
     if m < 0:
@@ -58,17 +70,22 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
     if kind == "int8" and m < MIN_INT8_ROWS:
         return (f"int8 with {m} rows: IREE's matrix-vector code reads an int8 weight about as fast, in fewer "
                 f"dispatches")
-    block_m = 16 if m <= 16 else 64
-    min_steps = 2 if block_m == 16 else 8  # a 64-row tile does four times the work per weight byte
-    tiles = -(-m // block_m) * -(-n // BLOCK_N)
-    split = 1
-    step = group if kind == "int4" else 128
-    while (split < MAX_SPLIT and tiles * split < PROGRAMS_PER_SM * sms and k % (2 * split) == 0
-           and (k // (2 * split)) % step == 0 and k // (2 * split) >= min_steps * step):
-        split *= 2
+    group = group if kind == "int4" else 0
     try:
-        return DequantSpec(m, n, k, kind, group if kind == "int4" else 0, split == 1, split, block_m, BLOCK_N,
-                           step, warps=4, stages=3, arch=arch)
+        if epilogue is not None and kind == "int4" and m <= 16 and k % max(FUSED_STEP, group) == 0:
+            return DequantSpec(m, n, k, kind, group, False, 1, 16, FUSED_BLOCK_N, max(FUSED_STEP, group), warps=4,
+                               stages=4, arch=arch, epilogue=epilogue)
+        block_m = 16 if m <= 16 else 64
+        min_steps = 2 if block_m == 16 else 8  # a 64-row tile does four times the work per weight byte
+        tiles = -(-m // block_m) * -(-n // BLOCK_N)
+        split = 1
+        step = group if kind == "int4" else 128
+        while (split < MAX_SPLIT and tiles * split < PROGRAMS_PER_SM * sms and k % (2 * split) == 0
+               and (k // (2 * split)) % step == 0 and k // (2 * split) >= min_steps * step):
+            split *= 2
+        fused = epilogue if split == 1 else None
+        return DequantSpec(m, n, k, kind, group, split == 1 and fused is None, split, block_m, BLOCK_N, step,
+                           warps=4, stages=3, arch=arch, epilogue=fused)
     except ValueError as e:
         return str(e)
 
@@ -82,23 +99,39 @@ def declined(target) -> Optional[str]:
     return triton_matmul.available()
 
 
-def product(module, x16, wq, scale, y0, spec):
-    """y0 + x16 . dequantize(wq, scale) through the kernel (declared in `module` once per
-    configuration). Call inside an insertion point and location."""
+def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
+    """Replace `matmul` (whose operands are now x16, the stored weight and its scales, the init
+    y0) by the kernel, declared in `module` once per configuration: y0 + x16 . dequantize(wq,
+    scale), or, with an epilogue `plan` (matmul_epilogue.EpiloguePlan; spec.epilogue is its
+    Epilogue), the value its ops computed, which are erased with the matmul. x16 must be built
+    before the matmul; call inside the matmul's location."""
     from iree.compiler import ir
     from iree.compiler.dialects import tensor
 
     from inferx_compiler.kernels import triton_dequant
 
-    kernel = _external(triton_dequant.compile_kernel(spec))
+    kernel = _external(triton_dequant.compile_kernel(spec), plan)
     if not _declared(module, kernel.name):
         declare(module, kernel)
     arguments = [x16, wq, scale] + ([y0] if spec.has_init else [])
-    partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
-    partial = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))[0]
-    if spec.split == 1:
-        return tensor.CollapseShapeOp(y0.type, partial, [[0, 1], [2]]).result
-    return sum_slices(partial, y0)
+    if plan is not None:
+        last = plan.ops[-1] if plan.ops else matmul
+        with ir.InsertionPoint(last):
+            result = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))[0]
+        plan.result.replace_all_uses_with(result)
+        for fused in reversed(plan.ops):
+            fused.erase()
+        matmul.erase()
+        return
+    with ir.InsertionPoint(matmul):
+        partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
+        partial = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))[0]
+        if spec.split == 1:
+            y = tensor.CollapseShapeOp(y0.type, partial, [[0, 1], [2]]).result
+        else:
+            y = sum_slices(partial, y0)
+    matmul.results[0].replace_all_uses_with(y)
+    matmul.erase()
 
 
 def _declared(module, name: str) -> bool:
@@ -110,19 +143,20 @@ def _declared(module, name: str) -> bool:
     return False
 
 
-def _external(compiled) -> ExternalKernel:
+def _external(compiled, plan=None) -> ExternalKernel:
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
     spec = compiled.spec
-    name = f"inferx_dequant_{spec.kind}_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"
+    name = f"inferx_dequant_{spec.kind}_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"  # (the key covers the epilogue)
     report = {"root": f"inferx_dequant_matvec (Triton, sm_{spec.arch})", "kind": "contraction",
               "element_type": spec.kind, "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k,
-              "linalg_ops": 0, "fused": ["dequantization"]}
+              "linalg_ops": 0, "fused": ["dequantization"] + (sorted(set(plan.fused)) if plan is not None else [])}
     config = {"source": "rule (inferx-quantize-contractions)",
               "signature": f"weight-only {spec.kind} {spec.m}x{spec.n}x{spec.k}",
               "config": f"{spec.block_m}x{spec.block_n} rows, step {spec.step}, {spec.warps} warps, "
-                        f"{spec.stages} stages, split {spec.split}", "candidates": 0}
+                        f"{spec.stages} stages, split {spec.split}" + (", epilogue" if spec.epilogue else ""),
+              "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
                           annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),

@@ -77,7 +77,7 @@ from .extern_dispatch import ExternalKernel, declare, dispatch, scratch_types
 from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
 from .matmul_epilogue import fusible_epilogue
-from .remarks import remark
+from .remarks import op_counts, remark
 from .split_reduction import MIN_PARALLEL, sum_slices
 
 INPUT_TYPES = ("f16", "bf16")
@@ -514,7 +514,7 @@ def _fused_note(plan, why: str) -> str:
     """The remark's words on the epilogue: what was fused, or why nothing was."""
     if plan is None:
         return f"; epilogue not fused: {why}" if why else ""
-    return f"; fused {len(plan.ops)} ops after it ({_summary(plan.fused)})" if plan.ops else ""
+    return f"; fused {len(plan.ops)} ops after it ({op_counts(plan.fused)})" if plan.ops else ""
 
 
 def _tma_fits(form: MatmulForm) -> bool:
@@ -522,11 +522,6 @@ def _tma_fits(form: MatmulForm) -> bool:
     multiple of 16 bytes: 8 f16/bf16 elements."""
     rows = [form.m if form.a_transposed else form.k, form.k if form.b_transposed else form.n]
     return all(r % 8 == 0 for r in rows)
-
-
-def _summary(names: list) -> str:
-    """"2 tensor.expand_shape, linalg.generic": the fused ops by name, in order of appearance."""
-    return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())
 
 
 def _external(compiled, plans, source: str) -> ExternalKernel:

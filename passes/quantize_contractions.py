@@ -78,9 +78,10 @@ from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
 from . import cpu_extern, dequant_matvec
 from .base import PassFailure, TargetedPass
 from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
-from .iree_ir import defining_op, generic, plain_matmul, resized
+from .iree_ir import defining_op, generic, is_zero_fill, plain_matmul, resized
 from .linalg_analysis import collect
-from .remarks import remark
+from .matmul_epilogue import fusible_epilogue
+from .remarks import op_counts, remark
 from .rounding import round_half_even
 
 INTEGER_PRECISIONS = ("i8", "i4")
@@ -457,8 +458,8 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
 def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> None:
     """`kernel`: (kind, object file) of the VNNI kernel to use (CPU: "u8s8", or "u8s4" for int4;
     None: IREE's s8 x s8 code), or (CUDA, the weight-only form) the DequantSpec of our kernel
-    (None: IREE's dequantize-and-matmul)."""
-    x, y0 = matmul.operands[0], matmul.operands[2]
+    and the epilogue plan it finishes (None: IREE's dequantize-and-matmul)."""
+    x, y0, matmul_rhs = matmul.operands[0], matmul.operands[2], matmul.operands[1]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
     with matmul.location:
@@ -468,9 +469,11 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> 
     from iree.compiler import ir
 
     with ir.InsertionPoint(matmul), matmul.location:
-        if scheme.f16_scales and kernel is not None:
-            y = dequant_matvec.product(func_op.parent, to_f16(x), wq, scale, y0, kernel)
-        elif scheme.f16_scales:
+        if scheme.f16_scales and kernel is not None:  # (DequantSpec, EpiloguePlan or None)
+            dequant_matvec.rewrite(func_op.parent, matmul, to_f16(x), wq, scale, y0, *kernel)
+            _erase_unused_transpose(matmul_rhs)
+            return
+        if scheme.f16_scales:
             y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
         elif kernel is not None and kernel[0] == "u8s4":
             step, zero_point = row_ranges(x)
@@ -489,10 +492,14 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> 
                 xq = quantize_rows(x, step, zero_point)
                 acc = int8_product(xq, wq)
             y = rescale(acc, colsum, step, zero_point, scale, y0, u8_offset=kernel is not None)
-    old_rhs = matmul.operands[1]
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
-    transpose = defining_op(old_rhs, ("linalg.transpose",))
+    _erase_unused_transpose(matmul_rhs)
+
+
+def _erase_unused_transpose(weight) -> None:
+    """The f32 weight's transpose (Gemm transB), once the rewritten matmul no longer reads it."""
+    transpose = defining_op(weight, ("linalg.transpose",))
     if transpose is not None and not list(transpose.results[0].uses):
         transpose.erase()
 
@@ -517,7 +524,12 @@ class QuantizeContractions(TargetedPass):
     def run(self, module) -> None:
         from iree.compiler import ir
 
-        for op in collect(module, lambda o: PRECISION_ATTR in o.attributes):
+        ops = collect(module, lambda o: PRECISION_ATTR in o.attributes)
+        if self.target_record().backend == "cuda":
+            # last layer first: a layer's f16 input cast then exists when the layer before it is
+            # rewritten, and our kernel can finish that cast in its epilogue
+            ops = list(reversed(ops))
+        for op in ops:
             precision = ir.StringAttr(op.attributes[PRECISION_ATTR]).value
             if precision not in INTEGER_PRECISIONS:
                 continue
@@ -554,9 +566,12 @@ class QuantizeContractions(TargetedPass):
         if not gpu and self.vnni_kernel:
             kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0)
         if gpu and k_inner:
-            kernel, why_not = self._matvec_kernel(op.operands[0].type.shape[0], n, k, precision)
+            kernel, why_not = self._matvec_kernel(op, n, k, precision)
         if gpu and kernel is not None:
-            how = (f"f16 activations, weights widened in our kernel (Triton, split {kernel.split}), f32 sums")
+            spec, plan = kernel
+            finished = ("" if plan is None else f", {op_counts(plan.fused)} finished in it" if plan.ops
+                        else ", the init added in it")
+            how = f"f16 activations, weights widened in our kernel (Triton, split {spec.split}{finished}), f32 sums"
         elif gpu:
             how = "f16 activations, weights dequantized in the matmul, f32 sums" + (
                 f" (not our kernel: {why_not})" if why_not else "")
@@ -572,19 +587,24 @@ class QuantizeContractions(TargetedPass):
         with op.context:
             rewrite(op, weight, scheme, kernel)
 
-    def _matvec_kernel(self, m: int, n: int, k: int, precision: str):
-        """(DequantSpec, None) for a CUDA weight-only product in the matrix-vector form, or
-        (None, why not)."""
+    def _matvec_kernel(self, op, n: int, k: int, precision: str):
+        """((DequantSpec, EpiloguePlan or None), None) for a CUDA weight-only product in the
+        matrix-vector form, or (None, why not)."""
         if not self.matvec_kernel:
             return None, "matvec-kernel=false"
         target = self.target_record()
         why = dequant_matvec.declined(target)
         if why:
             return None, why
+        m = op.operands[0].type.shape[0]
+        plan, _ = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2])) if m != ir_dynamic() else (None, "")
         kind = "int8" if precision == "i8" else "int4"
         spec = dequant_matvec.matvec_spec(m if m != ir_dynamic() else -1, n, k, kind, self.group_size,
-                                          target.cores or 1, dequant_matvec.triton_arch(target.arch))
-        return (None, spec) if isinstance(spec, str) else (spec, None)
+                                          target.cores or 1, dequant_matvec.triton_arch(target.arch),
+                                          plan.epilogue if plan is not None else None)
+        if isinstance(spec, str):
+            return None, spec
+        return (spec, plan if spec.epilogue is not None else None), None
 
     def _vnni_kernel(self, k: int, n: int, group: int) -> tuple[Optional[tuple[str, str]], Optional[str]]:
         """((kind, object file), None), or (None, why not) for a product with a [K, N] weight:

@@ -74,3 +74,11 @@ def collecting():
         yield found
     finally:
         _sink.reset(token)
+
+
+def op_counts(names: list) -> str:
+    """"2 linalg.generic, tensor.expand_shape": op names by count, in order of appearance (for
+    remarks that list the ops a rewrite absorbed)."""
+    import collections
+
+    return ", ".join(f"{n} {name}" if n > 1 else name for name, n in collections.Counter(names).items())

@@ -19,8 +19,11 @@ with x [M, K] f16 (M small: the rows ride a 16-row dot, zero-padded), the intege
 f16 exactly, f32 accumulation. Slices (S > 1, the grid's second dimension) put more loads in
 flight for a narrow output and are summed by the caller.
 
-The source is one fixed @triton.jit function; `DequantSpec` fixes its constants. Compilation and
-the PTX cache are triton_matmul's (the one place that touches Triton's compiler API).
+With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
+as passes/matmul_epilogue.py finds it for the Hopper matmuls: bias, activation, the f16 cast
+for the next layer), so that no second kernel reads the product back. The source is the fixed
+main loop with a generated head and store (`kernel_source`); compilation and the PTX cache are
+triton_matmul's (the one place that touches Triton's compiler API).
 """
 
 from __future__ import annotations
@@ -69,11 +72,11 @@ sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
 
-SOURCE = '''\
-def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr,
-                          K: tl.constexpr, K_SLICE: tl.constexpr, GROUP: tl.constexpr, INT4: tl.constexpr,
-                          HAS_INIT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                          FAST: tl.constexpr, W_LEFT: tl.constexpr, DOT: tl.constexpr):
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT")
+
+# The main loop (after the head, which names the pointers) and the scaled f32 sums, in `acc`
+# over the tile's rows `rm` and columns `rn`; `inside` masks the tile's edges.
+_BODY = '''\
     pid = tl.program_id(0)
     s = tl.program_id(1)
     tiles_n = tl.cdiv(N, BN)
@@ -140,14 +143,12 @@ def inferx_dequant_matvec(x_ptr, w_ptr, s_ptr, init_ptr, out_ptr, M: tl.constexp
         acc = tl.trans(acc)
     if not INT4:
         acc = acc * tl.load(s_ptr + rn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
-    mask = row_ok[:, None] & col_ok[None, :]
+    inside = row_ok[:, None] & col_ok[None, :]
     if HAS_INIT:
-        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
-    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=mask)
+        acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
 '''
+_PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=inside)\n"
 ENTRY = "inferx_dequant_matvec"
-POINTERS = ("x_ptr", "w_ptr", "s_ptr", "init_ptr", "out_ptr")
-POINTER_TYPES = ("*fp16", "*i8", "*fp16", "*fp32", "*fp32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,6 +172,9 @@ class DequantSpec:
     # interpreter, which runs no PTX)
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
     dot: bool = True  # False (int4, one row, BK = group): no tensor cores, products summed per row
+    # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
+    # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
+    epilogue: Optional[object] = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -182,8 +186,8 @@ class DequantSpec:
             raise ValueError(f"int4 step {self.block_k} is not a multiple of the group {self.group}")
         if self.split < 1 or self.k % self.split or (self.k // self.split) % self.step:
             raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.step}")
-        if self.has_init and self.split != 1:
-            raise ValueError("the init is added by the kernel only with one slice")
+        if (self.has_init or self.epilogue is not None) and self.split != 1:
+            raise ValueError("the init and an epilogue are applied by the kernel only with one slice")
         if self.dot and self.block_m < 16:
             raise ValueError("block_m below 16: the rows ride a 16-row dot")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.step != self.group or self.w_left):
@@ -200,7 +204,7 @@ class DequantSpec:
 
     @property
     def input_bindings(self) -> int:
-        return 3 + self.has_init
+        return 3 + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
 
     @property
     def weight_bytes(self) -> int:
@@ -210,7 +214,7 @@ class DequantSpec:
         return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + SOURCE + INT4_TO_F16 + INT8_TO_F16
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
         from .triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
@@ -222,10 +226,32 @@ def constants(spec: DequantSpec) -> dict:
                 FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot)
 
 
+def pointers(spec: DequantSpec) -> list[str]:
+    """The kernel's pointer parameters: x, the weight, its scales, the init, the epilogue's
+    inputs (x0_ptr, ...), the output."""
+    inputs = [f"x{i}_ptr" for i in range(len(spec.epilogue.inputs))] if spec.epilogue else []
+    return ["x_ptr", "w_ptr", "s_ptr", "init_ptr", *inputs, "out_ptr"]
+
+
+def kernel_source(spec: DequantSpec) -> str:
+    """The @triton.jit function's source: the main loop, then the plain f32 store of the slice or
+    the epilogue's loads, expressions and store (triton_matmul's epilogue code)."""
+    from .triton_matmul import epilogue_code
+
+    head = (f"def {ENTRY}({', '.join(pointers(spec))}, "
+            + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
+    return head + _BODY + (epilogue_code(spec) if spec.epilogue else _PLAIN_STORE)
+
+
 def signature(spec: DequantSpec) -> tuple[dict, dict]:
     """(Triton signature, constexprs) for compiling `spec`: the init pointer is a constexpr None
     (no parameter) when the kernel does not read it."""
-    sig = dict(zip(POINTERS, POINTER_TYPES))
+    from .triton_matmul import POINTER_TYPES
+
+    inputs = spec.epilogue.inputs if spec.epilogue else ()
+    out = POINTER_TYPES[spec.epilogue.element_type] if spec.epilogue else "fp32"
+    types = ["*fp16", "*i8", "*fp16", "*fp32", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs), f"*{out}"]
+    sig = dict(zip(pointers(spec), types))
     consts = constants(spec)
     sig.update({name: "constexpr" for name in consts})
     if not spec.has_init:
@@ -234,14 +260,15 @@ def signature(spec: DequantSpec) -> tuple[dict, dict]:
     return sig, consts
 
 
-@functools.lru_cache(maxsize=1)
-def kernel_function():
-    """The @triton.jit function (for the interpreter in tests, and JIT sweeps on a GPU host)."""
+@functools.lru_cache(maxsize=64)
+def kernel_function(spec: DequantSpec):
+    """The @triton.jit function for `spec` (for the interpreter in tests, JIT sweeps on a GPU
+    host, and the ahead-of-time compile)."""
     import triton.language as tl
 
     from .triton_matmul import jit_from_source
 
-    return jit_from_source(SOURCE, ENTRY, "inferx-dequant-matvec",
+    return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-matvec-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16)})
 
 
@@ -250,4 +277,4 @@ def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):
     from . import triton_matmul
 
     sig, consts = signature(spec)
-    return triton_matmul.compile_cached(spec, lambda: kernel_function(), sig, consts, cache_dir)
+    return triton_matmul.compile_cached(spec, lambda: kernel_function(spec), sig, consts, cache_dir)

@@ -320,7 +320,10 @@ def _address(ptr: str, offsets: Offsets, spec) -> tuple[str, str]:
     return ptr, ""
 
 
-def _epilogue_code(spec, prefix: str = "") -> str:
+def epilogue_code(spec, prefix: str = "") -> str:
+    """The kernel's lines after its main loop for `spec.epilogue`: it reads `acc` (the f32 tile
+    over rows `rm`, columns `rn`, masked by `inside`) and the pointers `prefix`x<i>_ptr, and
+    stores the result through `prefix`out_ptr."""
     ep = spec.epilogue
     lines = []
     for i, operand in enumerate(ep.inputs):
@@ -334,6 +337,8 @@ def _epilogue_code(spec, prefix: str = "") -> str:
             template = _BINARY.get(op) or _UNARY.get(op) or _CASTS[op]
             lines.append(f"{name} = " + template.format(*args))
     pointer, mask = _address(f"{prefix}out_ptr", ep.offsets, spec)
+    if not ep.offsets.rows:  # one row (M = 1): the tile's padding rows are masked, the pointer spans them
+        pointer += " + rm[:, None] * 0"
     lines.append(f"tl.store({pointer}, ({ep.result}).to({_TL_TYPES[ep.element_type]}), mask=inside)")
     return "".join(f"    {line}\n" for line in lines)
 
@@ -368,7 +373,7 @@ def _body_end(spec: KernelSpec, prefix: str = "") -> str:
     """The code after the main loop: the epilogue, or the plain store of the f32 slice (its
     pointers named `prefix`x<i>_ptr, `prefix`out_ptr)."""
     if spec.epilogue:
-        return _epilogue_code(spec, prefix)
+        return epilogue_code(spec, prefix)
     return _PLAIN_STORE.replace("out_ptr", f"{prefix}out_ptr")
 
 

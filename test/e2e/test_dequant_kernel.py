@@ -58,7 +58,7 @@ else:
 init = rng.standard_normal((m, n)).astype(np.float32)
 spec = DequantSpec(m, n, k, kind, group, has_init, split, 16, bn, bk, fast=False, w_left=w_left)
 out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
-kernel_function()[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s),
+kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s),
                                  torch.from_numpy(init) if has_init else None, out, **constants(spec))
 ref = x.astype(np.float64) @ deq.T + (init if has_init else 0.0)
 got = out.numpy().astype(np.float64).sum(axis=0)
@@ -81,6 +81,50 @@ def test_kernel_matches_numpy_in_the_interpreter(form):
     assert result["finite"], "some output elements were never written"
     scaled_in_f16 = form[3] == "int4" and form[8] > form[4]
     assert result["err"] <= (1e-3 if scaled_in_f16 else 1e-6), result
+
+
+_EPILOGUE = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import numpy as np, torch
+from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
+from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
+from inferx_compiler.quantization import pack_int4
+m, n, k, group = json.loads(sys.argv[1])
+rng = np.random.default_rng(2)
+x = rng.standard_normal((m, k)).astype(np.float16)
+q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+w = pack_int4(q).view(np.int8).reshape(n, k // 2)
+s = (rng.random((n, k // group)) * 0.1).astype(np.float16)
+bias = rng.standard_normal(n).astype(np.float32)
+# relu(acc + bias) stored as f16 at [m, n] (one row: no row term, as the planner leaves it)
+rows = ((1, m, n),) if m > 1 else ()
+epilogue = Epilogue((EpilogueInput("f32", Offsets((), ((1, n, 1),))),),
+                    (("v0", "add", ("acc", "x0")), ("z", "const", ("0.0", "f32")), ("v1", "max", ("v0", "z")),
+                     ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets(rows, ((1, n, 1),)))
+spec = DequantSpec(m, n, k, "int4", group, False, 1, 16, 32, 2 * group, stages=4, fast=False, epilogue=epilogue)
+out = torch.full((m, n), float("nan"), dtype=torch.float16)
+kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s), None,
+                                     torch.from_numpy(bias), out, **constants(spec))
+deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+ref = np.maximum(x.astype(np.float64) @ deq.T + bias, 0.0)
+got = out.numpy().astype(np.float64)
+print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
+                  "finite": bool(np.isfinite(got).all())}))
+"""
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_fused_epilogue_in_the_interpreter(rows):
+    """One slice with the ops after the product finished in the kernel (bias, ReLU, the f16 cast):
+    right to f16 rounding; one row has no row term in the output's offsets."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", _EPILOGUE, json.dumps([rows, 96, 512, 64])], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["finite"], "some output elements were never written"
+    assert result["err"] <= 2e-3, result
 
 
 # ----------------------------------------------------------------------------- the PTX widening
@@ -209,14 +253,19 @@ def _build(tmp_path, extra: list) -> tuple[dict, dict]:
 
 
 def test_h200_int4_build_runs_the_kernel_and_disable_pass_restores_iree(tmp_path):
-    """The static batch-2 function's two layers become our kernel's dispatches (IREE's
-    dequantize-and-matmul stays for the dynamic-batch function); --disable-pass
+    """The static batch-2 function's two layers become our kernel's dispatches, each finishing the
+    ops after its product (the first: bias, GELU and the second layer's f16 cast; the second:
+    its bias), so the function keeps one IREE dispatch (the first layer's input cast); IREE's
+    dequantize-and-matmul stays for the dynamic-batch function; --disable-pass
     inferx-dequant-matvec leaves them all to IREE."""
     _, report = _build(tmp_path, [])
     ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
-    assert [(d["loops"], d["element_type"]) for d in ours] == [([2, 256, 256], "int4")]  # one executable, both layers
+    assert sorted((d["loops"], d["element_type"]) for d in ours) == [([2, 256, 256], "int4")] * 2
+    assert all("linalg.generic" in d["fused"] and d["config"].endswith("split 1, epilogue") for d in ours)
+    static = [d for d in report["dispatches"] if d["dispatch"].startswith("main$b2_dispatch")]
+    assert len(static) == 1, static
     remarks = [r for r in report["decisions"] if r.get("pass") == "inferx-quantize-contractions"]
-    assert sum("widened in our kernel" in r["decision"] for r in remarks) == 2
+    assert sum("widened in our kernel" in r["decision"] and "finished in it" in r["decision"] for r in remarks) == 2
     assert sum("not our kernel: dynamic rows" in r["decision"] for r in remarks) == 2
     _, report = _build(tmp_path, ["--disable-pass", "inferx-dequant-matvec"])
     assert not [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]

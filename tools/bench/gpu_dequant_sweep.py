@@ -83,7 +83,7 @@ def check(torch, spec: DequantSpec, layer, gen) -> float:
     x = torch.randn((spec.m, spec.k), generator=gen).half()
     init = torch.randn((spec.m, spec.n), generator=gen)
     out = torch.full((spec.split, spec.m, spec.n), float("nan"), device="cuda")
-    kernel_function()[spec.grid[:2]](x.cuda(), layer[0], layer[1], init.cuda() if spec.has_init else None, out,
+    kernel_function(spec)[spec.grid[:2]](x.cuda(), layer[0], layer[1], init.cuda() if spec.has_init else None, out,
                                      **constants(spec), num_warps=spec.warps, num_stages=spec.stages)
     got = out.double().sum(0).cpu()
     ref = x.double() @ layer[2].T + (init.double() if spec.has_init else 0)
@@ -112,7 +112,7 @@ def time_chain(torch, spec: DequantSpec, layers, replays: int, profile: bool = F
     outs = [torch.empty((spec.split, spec.m, spec.n), device="cuda") for _ in layers]
     sums = [torch.empty((spec.m, spec.n), device="cuda") for _ in layers]
     grid = spec.grid[:2]
-    kernel = kernel_function()
+    kernel = kernel_function(spec)
     consts = constants(spec)
 
     def body():
