@@ -30,8 +30,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .extern_dispatch import ExternalKernel, declare, dispatch, scratch_types
-from .split_reduction import sum_slices
+from .extern_dispatch import ExternalKernel, declare, replace_product
 
 MAX_ROWS = 64
 # int8 below this many rows stays IREE's: on the H200 its matrix-vector loop read the MLP's int8
@@ -105,33 +104,12 @@ def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
     scale), or, with an epilogue `plan` (matmul_epilogue.EpiloguePlan; spec.epilogue is its
     Epilogue), the value its ops computed, which are erased with the matmul. x16 must be built
     before the matmul; call inside the matmul's location."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import tensor
-
     from inferx_compiler.kernels import triton_dequant
 
     kernel = _external(triton_dequant.compile_kernel(spec), plan)
     if not _declared(module, kernel.name):
         declare(module, kernel)
-    arguments = [x16, wq, scale] + ([y0] if spec.has_init else [])
-    if plan is not None:
-        last = plan.ops[-1] if plan.ops else matmul
-        with ir.InsertionPoint(last):
-            result = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))[0]
-        plan.result.replace_all_uses_with(result)
-        for fused in reversed(plan.ops):
-            fused.erase()
-        matmul.erase()
-        return
-    with ir.InsertionPoint(matmul):
-        partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
-        partial = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))[0]
-        if spec.split == 1:
-            y = tensor.CollapseShapeOp(y0.type, partial, [[0, 1], [2]]).result
-        else:
-            y = sum_slices(partial, y0)
-    matmul.results[0].replace_all_uses_with(y)
-    matmul.erase()
+    replace_product(matmul, kernel, [x16, wq, scale] + ([y0] if spec.has_init else []), spec.split, y0, plan)
 
 
 def _declared(module, name: str) -> bool:

@@ -90,6 +90,39 @@ def dispatch(kernel: ExternalKernel, arguments: list, result_types: list) -> lis
     return list(op.results)
 
 
+def replace_product(matmul, kernel: ExternalKernel, arguments: list, split: int, init, plan=None) -> None:
+    """Replace `matmul` (an [M, N] product) by a flow.dispatch to `kernel` with `arguments`: with
+    an epilogue plan (matmul_epilogue.EpiloguePlan) the dispatch, after the plan's last op, also
+    reads plan.operands and yields the value the plan's ops computed, and those ops go; without
+    one it yields [split, M, N] f32 slices, summed into `init` when split > 1 (a linalg
+    reduction, which takes what follows). Triton's scratch results are left unused. Call within
+    the matmul's location (the fused dispatch takes the last fused op's)."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    from .split_reduction import sum_slices
+
+    if plan is not None:
+        last = plan.ops[-1] if plan.ops else matmul
+        with ir.InsertionPoint(last), last.location:
+            result = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))[0]
+        plan.result.replace_all_uses_with(result)
+        for fused in reversed(plan.ops):
+            fused.erase()
+        matmul.erase()
+        return
+    m, n = init.type.shape
+    with ir.InsertionPoint(matmul):
+        partial_t = ir.RankedTensorType.get([split, m, n], ir.F32Type.get())
+        partial = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))[0]
+        if split == 1:
+            out = tensor.CollapseShapeOp(init.type, partial, [[0, 1], [2]]).result
+        else:
+            out = sum_slices(partial, init)
+    matmul.results[0].replace_all_uses_with(out)
+    matmul.erase()
+
+
 def scratch_types(kernel: ExternalKernel, outputs: int) -> list:
     """The types of the kernel's written bindings after its `outputs` results: byte tensors as
     large as Triton's launch would allocate (16 bytes when unused)."""

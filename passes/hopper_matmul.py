@@ -73,12 +73,12 @@ from typing import ClassVar, Optional
 from inferx_compiler.targets import HOPPER_ARCHS
 
 from .base import PassFailure, TargetedPass
-from .extern_dispatch import ExternalKernel, declare, dispatch, scratch_types
+from .extern_dispatch import ExternalKernel, declare, dispatch, replace_product, scratch_types
 from .iree_ir import before_reshapes, defining_op, is_zero_fill
 from .linalg_analysis import collect, indexing_maps
 from .matmul_epilogue import fusible_epilogue
 from .remarks import op_counts, remark
-from .split_reduction import MIN_PARALLEL, sum_slices
+from .split_reduction import MIN_PARALLEL
 
 INPUT_TYPES = ("f16", "bf16")
 LONG_REDUCTION = 2048  # split-K is considered from this K on
@@ -570,29 +570,8 @@ def _rewrite_group(ops: list, group, kernel: ExternalKernel, plans: list, anchor
 
 
 def _rewrite(op, spec, kernel: ExternalKernel, plan=None) -> None:
-    """matmul -> flow.dispatch to the kernel (+ the split-K sum); the scratch results are unused.
-    With an epilogue plan the dispatch replaces the fused ops too and yields their result."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import tensor
-
+    """matmul -> flow.dispatch to the kernel (+ the split-K sum); with an epilogue plan the
+    dispatch replaces the fused ops too and yields their result."""
     a, b, init = op.operands[:3]
-    arguments = [a, b, init] if spec.has_init else [a, b]
-    if plan is not None:
-        last = plan.ops[-1] if plan.ops else op
-        with ir.InsertionPoint(last), last.location:
-            results = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))
-        plan.result.replace_all_uses_with(results[0])
-        for fused in reversed(plan.ops):
-            fused.erase()
-        op.erase()
-        return
-    with ir.InsertionPoint(op), op.location:
-        partial_t = ir.RankedTensorType.get([spec.split, spec.m, spec.n], ir.F32Type.get())
-        results = dispatch(kernel, arguments, [partial_t] + scratch_types(kernel, 1))
-        partial = results[0]
-        if spec.split == 1:
-            out = tensor.CollapseShapeOp(init.type, partial, [[0, 1], [2]]).result
-        else:
-            out = sum_slices(partial, init)
-    op.results[0].replace_all_uses_with(out)
-    op.erase()
+    with op.location:
+        replace_product(op, kernel, [a, b, init] if spec.has_init else [a, b], spec.split, init, plan)

@@ -57,3 +57,18 @@ def emulated_output(model_path: str, precision: str, feeds: dict, group_size: in
     emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"int8"}, group_size, feeds, feeds,
                                           target=get_target(target))
     return emulator.outputs({l.layer: precision for l in layers}, feeds)[0][0]
+
+
+def triton_interpreter(script: str, argument) -> dict:
+    """Run `script` (which prints a JSON line last) in a child Python under Triton's interpreter
+    (TRITON_INTERPRET=1: @triton.jit functions run on the CPU) with json(argument) as argv[1];
+    returns that JSON."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argument)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])

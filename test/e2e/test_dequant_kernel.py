@@ -12,16 +12,12 @@ and tools/bench/gpu_dequant_sweep.py (against float64).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from e2e_models import wide_mlp
-from helpers import artifact_json, save
+from helpers import artifact_json, save, triton_interpreter
 from inferx_compiler.cli.compile import main as compile_main
 
 pytest.importorskip("triton")
@@ -73,11 +69,7 @@ def test_kernel_matches_numpy_in_the_interpreter(form):
     """Every output element written (NaN-filled output) and right: f32 sums of exact integer
     products (1e-6), except where a step spans several int4 groups and the weights are scaled in
     f16 first (IREE's own weight-only form rounds the same way: 1e-3)."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", _INTERPRETER, json.dumps(form)], capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = triton_interpreter(_INTERPRETER, form)
     assert result["finite"], "some output elements were never written"
     scaled_in_f16 = form[3] == "int4" and form[8] > form[4]
     assert result["err"] <= (1e-3 if scaled_in_f16 else 1e-6), result
@@ -118,11 +110,7 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
 def test_fused_epilogue_in_the_interpreter(rows):
     """One slice with the ops after the product finished in the kernel (bias, ReLU, the f16 cast):
     right to f16 rounding; one row has no row term in the output's offsets."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", _EPILOGUE, json.dumps([rows, 96, 512, 64])], capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = triton_interpreter(_EPILOGUE, [rows, 96, 512, 64])
     assert result["finite"], "some output elements were never written"
     assert result["err"] <= 2e-3, result
 

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import zipfile
 
 import pytest
 
 from e2e_models import mlp
-from helpers import save
+from helpers import save, triton_interpreter
 from inferx_compiler.cli.compile import main as compile_main
 
 pytest.importorskip("triton")
@@ -67,11 +65,7 @@ print(json.dumps({"err": float(np.abs(got - ref).max() / np.abs(ref).max()), "fi
 def test_kernel_matches_numpy_in_the_interpreter(form):
     """Every output element written once (NaN-filled output) and right to f32 accumulation."""
     pytest.importorskip("torch")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run([sys.executable, "-c", _INTERPRETER, json.dumps(form)], capture_output=True,
-                          text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = triton_interpreter(_INTERPRETER, form)
     assert result["finite"], "some output elements were never written"
     assert result["err"] <= 1e-5, result
 
