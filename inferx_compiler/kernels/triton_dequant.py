@@ -34,6 +34,8 @@ import hashlib
 import json
 from typing import Optional
 
+from .triton_matmul import TileGrid
+
 KINDS = ("int8", "int4")
 
 # Integers to f16 without the conversion unit (I2F runs at a quarter of the FP32 rate: at 8 us a
@@ -152,7 +154,7 @@ ENTRY = "inferx_dequant_matvec"
 
 
 @dataclasses.dataclass(frozen=True)
-class DequantSpec:
+class DequantSpec(TileGrid):
     """One compiled variant: the problem (static) and the tile configuration."""
 
     m: int
@@ -196,11 +198,6 @@ class DequantSpec:
     @property
     def step(self) -> int:
         return max(self.block_k, self.group) if self.kind == "int4" else self.block_k
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        tiles = -(-self.m // self.block_m) * -(-self.n // self.block_n)
-        return (tiles, self.split, 1)
 
     @property
     def input_bindings(self) -> int:

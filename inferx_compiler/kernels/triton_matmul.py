@@ -67,8 +67,18 @@ class Epilogue:
     offsets: Offsets
 
 
+class TileGrid:
+    """The launch grid of a kernel spec with m, n, block_m, block_n and split: the output's
+    tiles along the first axis, split-K slices along the second."""
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        tiles = -(-self.m // self.block_m) * -(-self.n // self.block_n)
+        return (tiles, self.split, 1)
+
+
 @dataclasses.dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(TileGrid):
     """One compiled variant: the problem (static) and the tile configuration."""
 
     m: int
@@ -95,11 +105,6 @@ class KernelSpec:
             raise ValueError(f"split {self.split} does not cut K={self.k} into multiples of {self.block_k}")
         if self.epilogue is not None and self.split != 1:
             raise ValueError("an epilogue needs the whole reduction in one slice (split 1)")
-
-    @property
-    def grid(self) -> tuple[int, int, int]:
-        tiles = -(-self.m // self.block_m) * -(-self.n // self.block_n)
-        return (tiles, self.split, 1)
 
     @property
     def input_bindings(self) -> int:
