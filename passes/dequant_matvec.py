@@ -18,8 +18,13 @@ Configuration (`matvec_spec`): 64 weight rows a program, one int4 group (or 128 
 step, 16 activation rows a program (zero-padded; 64 above 16 rows), 4 warps, 3 stages; K split
 in S slices, the smallest power of two that gives every SM three programs, at most 8, with at
 least two steps a slice (eight for 64-row tiles). The sweep's best for the MLP's 4096x4096
-layers: 1 and 8 rows 64x16 tiles split 8, 64 rows 64x64 tiles split 4 (139 us for 8 layers
-against 181 with 16-row tiles). Measured on an H200 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/).
+layers: 1 and 8 rows in 16-row tiles of 64 weight rows, split 8; 64 rows in one 64-row tile,
+split 4 (139 us for 8 layers against 181 with 16-row tiles). Up to 16 int4 rows whose product is
+followed by elementwise ops take one slice instead (32 weight rows, two groups a step, 4 stages)
+and finish those ops: slower in the kernel (84.5 against 75.2 us for the eight layers with their
+sums) but a launch fewer a layer, which IREE's per-call host work makes the larger cost (the MLP
+at batch 1: 0.222 -> 0.209 ms a call). Measured on an H200 (tools/bench/gpu_dequant_sweep.py,
+docs/bench/2026-12-03-h200-int4/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
