@@ -219,7 +219,7 @@ def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
 
 
 def test_rule_splits_k_until_every_sm_has_work():
-    from passes.dequant_matvec import matvec_spec
+    from inferx_compiler.passes.dequant_matvec import matvec_spec
 
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
