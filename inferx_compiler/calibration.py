@@ -35,7 +35,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import quantization
-from .precision_plan import INTEGER, Layer, PrecisionError, PrecisionPlan, form_for, candidates
+from .precision_plan import INTEGER, Layer, PrecisionError, PrecisionPlan, candidates, form_for, layer_candidates
 from .targets import Target
 
 CHUNK_ROWS = 8  # samples per onnxruntime call
@@ -352,12 +352,14 @@ def relative_l2(reference: list, got: list) -> float:
 
 # -- decisions ------------------------------------------------------------------------------------
 
-def measure_sensitivity(emulator: Emulator, options: list[str], progress: Callable[[str], None]) -> None:
-    """layer.sensitivity[p] for every layer and every candidate p it has a form for."""
-    total = sum(1 for l in emulator.layers for p in options if p != "fp32")
+def measure_sensitivity(emulator: Emulator, options, progress: Callable[[str], None]) -> None:
+    """layer.sensitivity[p] for every layer and every candidate p it has a form for. `options`:
+    the candidates, a list or a function of the layer."""
+    options_of = options if callable(options) else (lambda layer: options)
+    total = sum(1 for l in emulator.layers for p in options_of(l) if p != "fp32")
     done = 0
     for layer in emulator.layers:
-        for p in options:
+        for p in options_of(layer):
             if p == "fp32":
                 continue
             done += 1
@@ -368,13 +370,16 @@ def measure_sensitivity(emulator: Emulator, options: list[str], progress: Callab
             progress(f"sensitivity {done}/{total}: {layer.layer} at {p}: {layer.sensitivity[p]:.2e}")
 
 
-def search(emulator: Emulator, options: list[str], budget: float,
+def search(emulator: Emulator, options, budget: float,
            progress: Callable[[str], None]) -> tuple[dict[str, str], float, float]:
-    """The cheapest assignment within budget (greedy promotion); returns it and its errors."""
+    """The cheapest assignment within budget (greedy promotion); returns it and its errors.
+    `options`: the candidates, cheapest first, a list or a function of the layer."""
+    options_of = options if callable(options) else (lambda layer: options)
+
     def ladder(layer):
         """The layer's candidates, cheapest first: those it has a form for and whose error alone
         is within budget (a layer over budget on its own cannot be part of a plan within it)."""
-        return [p for p in options if form_for(p, layer, emulator.group_size) == p
+        return [p for p in options_of(layer) if form_for(p, layer, emulator.group_size) == p
                 and (p == "fp32" or layer.sensitivity.get(p, 0.0) <= budget)] or ["fp32"]
 
     assignment = {l.layer: ladder(l)[0] for l in emulator.layers}
@@ -396,6 +401,8 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
     """Measure sensitivities; for `auto` choose precisions within budget; for a fixed mode check
     it against the budget (a clear error naming the layers that would have to stay higher)."""
     options = candidates(target) if fixed is None else [fixed] + (["int8"] if fixed == "int4" else []) + ["fp32"]
+    # auto: each layer's own candidates (on CPUs no int4 for token rows); a fixed mode: its own
+    options_of = (lambda layer: layer_candidates(target, layer)) if fixed is None else options
     calibration, held_out = split_held_out(data)
     gpu = target.backend == "cuda"
     kinds = {k for k in (_activation_kind(p, gpu) for p in options) if k}
@@ -405,7 +412,7 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
     activation_statistics(prepared, plan.layers, weights, calibration)
     emulator = Emulator.build(prepared, plan.layers, weights, kinds, plan.group_size, calibration, held_out, gpu,
                               target)
-    measure_sensitivity(emulator, options, log.step)
+    measure_sensitivity(emulator, options_of, log.step)
     if fixed is not None:
         assignment = {l.layer: l.precision for l in plan.layers}
         err, held = emulator.error(assignment), emulator.error(assignment, held_out=True)
@@ -418,7 +425,7 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
                 f"higher: {', '.join(higher[:12])}{' ...' if len(higher) > 12 else ''}; "
                 f"use --precision auto to build that plan")
     else:
-        assignment, err, held = search(emulator, options, budget, log.step)
+        assignment, err, held = search(emulator, options_of, budget, log.step)
         if max(err, held) > budget:
             raise PrecisionError(f"--accuracy-budget {budget:g} cannot be met: error {max(err, held):.3g} "
                                  f"with every layer at fp32")

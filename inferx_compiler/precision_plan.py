@@ -18,7 +18,9 @@ byte-identical artifact. The compiler consumes it as the module attribute `infer
 Rule without calibration data (`auto`, a warning says so): a layer whose weight has outliers
 (max |w| over the standard deviation of w above OUTLIER_RATIO_FP32) stays fp32, above
 OUTLIER_RATIO_INT8 gets int8, otherwise the cheapest candidate; the first and the last layer
-never go below int8 (they see the raw input and produce the output).
+never go below int8 (they see the raw input and produce the output). The candidates are the
+target's (`candidates`), per layer (`layer_candidates`: on CPUs, int4 only where the rows are
+not tokens).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class Layer:
     sensitivity: dict = field(default_factory=dict)  # precision -> model error with this layer alone lowered
     outlier_ratio: float = 0.0  # max |w| / std(w)
     activation: dict = field(default_factory=dict)  # input statistics from calibration (calibration.py)
+    # the input has a sequence dim (rank 3 or more: rows are batch x tokens): a compute-bound
+    # product, where the CPU's int4 kernel is slower than its int8 one
+    token_rows: bool = False
 
     def bytes_at(self, precision: str, group_size: int) -> int:
         elems = int(np.prod(self.shape))
@@ -113,6 +118,8 @@ def _layer_json(layer: Layer, group_size: int) -> dict:
 def model_layers(proto, weights: dict[str, np.ndarray]) -> list[Layer]:
     """The contractions with a stored weight, in graph order, with their weight statistics."""
     layers = []
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim)
+             for vi in list(proto.graph.input) + list(proto.graph.value_info) if vi.type.HasField("tensor_type")}
     for node in proto.graph.node:
         if node.op_type not in LAYER_OPS or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             continue
@@ -126,7 +133,8 @@ def model_layers(proto, weights: dict[str, np.ndarray]) -> list[Layer]:
         transposed = node.op_type == "Gemm" and attrs.get("transB") is not None and bool(attrs["transB"].i)
         std = float(np.std(w)) or 1.0
         layers.append(Layer(node.name, node.op_type, weight, list(w.shape), transposed=transposed,
-                            outlier_ratio=float(np.abs(w).max()) / std))
+                            outlier_ratio=float(np.abs(w).max()) / std,
+                            token_rows=ranks.get(node.input[0], 2) >= 3))
     return layers
 
 
@@ -144,6 +152,17 @@ def candidates(target: Target) -> list[str]:
     if target.backend == "cuda":
         return ["fp16", "fp32"]
     return ["fp32"]
+
+
+def layer_candidates(target: Target, layer: Layer) -> list[str]:
+    """candidates(target) for one layer: on CPUs a layer whose rows are tokens leaves int4 out (a
+    compute-bound product: the u8 x s4 kernel sums per group and ran BERT-base 10-15% slower
+    than int8, docs/bench/2026-12-02-cpu-int4-kernel-bert/; int4's gain, bytes, matters where
+    the weight is streamed, as in an MLP's batch rows)."""
+    options = candidates(target)
+    if target.backend == "llvm-cpu" and layer.token_rows:
+        return [p for p in options if p != "int4"]
+    return options
 
 
 def check_precision(precision: str, target: Target) -> None:
@@ -184,7 +203,6 @@ def form_for(precision: str, layer: Layer, group_size: int) -> str:
 
 def rule_plan(target: Target, layers: list[Layer], group_size: int) -> PrecisionPlan:
     """`auto` without calibration data: the weight-statistics rule of the module docstring."""
-    options = candidates(target)
     plan = PrecisionPlan("auto", target.name, group_size, layers)
     plan.notes.append("no calibration data: rule-based plan from weight statistics "
                       f"(max|w|/std > {OUTLIER_RATIO_FP32:g}: fp32, > {OUTLIER_RATIO_INT8:g}: int8)")
@@ -194,7 +212,7 @@ def rule_plan(target: Target, layers: list[Layer], group_size: int) -> Precision
         if layer.outlier_ratio > OUTLIER_RATIO_FP32:
             choice = "fp32"
         else:
-            choice = options[0]
+            choice = layer_candidates(target, layer)[0]
             if (layer.outlier_ratio > OUTLIER_RATIO_INT8 or layer.layer in ends) and choice == "int4":
                 choice = "int8"
         layer.precision = form_for(choice, layer, group_size)

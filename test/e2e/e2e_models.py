@@ -204,13 +204,14 @@ def small_conv_zoo(seed=4, size=20):
     return c.model("small_conv_zoo", h, size, 8, 3)
 
 
-def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0):
+def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0, seq=None):
     """MatMul + ReLU layers where the input of layer `sensitive` has one outlier channel: the
     layer before scales that output column up by `outlier`, and the sensitive layer scales the
     matching weight row down by as much (the model computes the same function). Quantizing the
     sensitive layer's activations per row then spends the int8 range on the outlier and rounds
     every other channel to a few levels: that layer must stay in floating point; the others lose
-    about 1% each at int8. Layers fc0..fc{n-1}, weights w0..; input x [batch, width]."""
+    about 1% each at int8. Layers fc0..fc{n-1}, weights w0..; input x [batch, width], or with `seq`
+    [batch, seq, width] (rows are tokens)."""
     rng = np.random.default_rng(seed)
     ws = [_w(rng, width, width) for _ in range(layers)]
     ws[sensitive - 1][:, 0] *= outlier
@@ -223,8 +224,9 @@ def sensitive_mlp(seed=5, width=256, layers=4, sensitive=2, outlier=300.0):
         nodes.append(helper.make_node("Identity" if last else "Relu", [f"m{i}"], ["y" if last else f"r{i}"],
                                       name=f"act{i}"))
         cur = f"r{i}"
-    return _model(nodes, "sensitive_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
-                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])], inits)
+    dims = ["batch", width] if seq is None else ["batch", seq, width]
+    return _model(nodes, "sensitive_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], inits)
 
 
 def tied_lm(seed=6, vocab=512, d=128, seq=8):

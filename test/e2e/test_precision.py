@@ -118,6 +118,30 @@ def test_auto_without_calibration_warns_and_follows_the_rule(tmp_path):
     assert not (tmp_path / "s.ixa").exists()  # --emit-plan without -o builds nothing
 
 
+def test_auto_keeps_int4_off_token_rows_on_cpus(tmp_path):
+    """The same layers with a sequence dim (rows are tokens, compute-bound): on a CPU the rule
+    takes int8 where it took int4 for batch rows (the int4 kernel is the slower one there), and
+    the calibrated search neither measures nor picks int4 for them. The plan records the rows."""
+    path = save(sensitive_mlp(seq=8), tmp_path / "s.onnx")
+    proc = _compile(path, "--target", "cpu", "--precision", "auto", "--emit-plan", tmp_path / "p.json")
+    assert proc.returncode == 0, proc.stderr
+    by_layer = {l["layer"]: l for l in json.loads((tmp_path / "p.json").read_text())["layers"]}
+    assert all(by_layer[f"fc{i}"]["token_rows"] for i in range(4))
+    assert by_layer["fc2"]["precision"] == "int8"
+    assert "int4" not in {l["precision"] for l in by_layer.values()}
+    np.savez(tmp_path / "cal.npz", **random_inputs(onnx.load(path), 8, seed=1))
+    proc = _compile(path, "--target", "cpu", "--precision", "auto", "--calibration", tmp_path / "cal.npz",
+                    "--accuracy-budget", 0.05, "--emit-plan", tmp_path / "c.json")
+    assert proc.returncode == 0, proc.stderr
+    calibrated = json.loads((tmp_path / "c.json").read_text())["layers"]
+    assert all("int4" not in l["sensitivity"] and "int8" in l["sensitivity"] for l in calibrated)
+    assert {l["precision"] for l in calibrated} & {"int8"} and "int4" not in {l["precision"] for l in calibrated}
+    # a fixed mode is the user's choice: int4 stays int4 on token rows
+    proc = _compile(path, "--target", "cpu", "--precision", "int4", "--emit-plan", tmp_path / "q.json")
+    assert proc.returncode == 0, proc.stderr
+    assert {l["precision"] for l in json.loads((tmp_path / "q.json").read_text())["layers"]} == {"int4"}
+
+
 def _bad_calibration(tmp_path, arrays) -> str:
     np.savez(tmp_path / "bad.npz", **arrays)
     return str(tmp_path / "bad.npz")
