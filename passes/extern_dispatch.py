@@ -106,10 +106,7 @@ def replace_product(matmul, kernel: ExternalKernel, arguments: list, split: int,
         last = plan.ops[-1] if plan.ops else matmul
         with ir.InsertionPoint(last), last.location:
             result = dispatch(kernel, arguments + plan.operands, [plan.result.type] + scratch_types(kernel, 1))[0]
-        plan.result.replace_all_uses_with(result)
-        for fused in reversed(plan.ops):
-            fused.erase()
-        matmul.erase()
+        plan.replace(matmul, result)
         return
     m, n = init.type.shape
     with ir.InsertionPoint(matmul):

@@ -162,7 +162,4 @@ def _rewrite_left(pass_name: str, module, op, obj: str) -> None:
     last = plan.ops[-1] if plan.ops else op
     with ir.InsertionPoint(last), last.location:
         result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, variant, epilogue, plan)
-    plan.result.replace_all_uses_with(result)
-    for fused in reversed(plan.ops):
-        fused.erase()
-    op.erase()
+    plan.replace(op, result)

@@ -55,6 +55,14 @@ class EpiloguePlan:
     result: object  # the value they computed (what the kernel now writes)
     fused: list  # op names, for the report
 
+    def replace(self, matmul, result) -> None:
+        """Make `result` (the kernel's value of plan.result) stand for the plan's ops and the
+        matmul, and erase them."""
+        self.result.replace_all_uses_with(result)
+        for op in reversed(self.ops):
+            op.erase()
+        matmul.erase()
+
 
 class _Declined(Exception):
     pass

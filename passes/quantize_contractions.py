@@ -597,9 +597,11 @@ class QuantizeContractions(TargetedPass):
         if why:
             return None, why
         m = op.operands[0].type.shape[0]
-        plan, _ = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2])) if m != ir_dynamic() else (None, "")
+        if m == ir_dynamic():
+            return None, "dynamic rows"
+        plan, _ = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2]))
         kind = "int8" if precision == "i8" else "int4"
-        spec = dequant_matvec.matvec_spec(m if m != ir_dynamic() else -1, n, k, kind, self.group_size,
+        spec = dequant_matvec.matvec_spec(m, n, k, kind, self.group_size,
                                           target.cores or 1, dequant_matvec.triton_arch(target.arch),
                                           plan.epilogue if plan is not None else None)
         if isinstance(spec, str):
