@@ -5,13 +5,15 @@ model_config_pb2), so stock `tritonclient.grpc` clients work unchanged.
 
 Implemented: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig,
 ModelInfer (tensors in `raw_input_contents` or in typed `contents`; outputs always in
-`raw_output_contents`), RepositoryIndex; RepositoryModelLoad/Unload are refused
-(INVALID_ARGUMENT); the rest (statistics, streaming, shared memory, trace, logging) answer
-UNIMPLEMENTED. Errors carry the gRPC code equivalent to the HTTP status (protocol.GRPC_CODES).
+`raw_output_contents`), ModelStreamInfer (see `InferenceServicer.ModelStreamInfer`),
+RepositoryIndex; RepositoryModelLoad/Unload are refused (INVALID_ARGUMENT); the rest
+(statistics, shared memory, trace, logging) answer UNIMPLEMENTED. Errors carry the gRPC code
+equivalent to the HTTP status (protocol.GRPC_CODES).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Optional
 
@@ -23,6 +25,10 @@ from tritonclient.grpc import service_pb2_grpc as pbg
 
 from .kserve import DTYPE_TO_DATATYPE, InferRequest, RequestError, decode_tensor
 from .protocol import GRPC_CODES, InferenceCore, error_message, status_of
+
+# requests of one stream being served at once; past it the stream is read no further (HTTP/2 flow
+# control then holds the client back)
+STREAM_WINDOW = 256
 
 # datatype -> InferTensorContents field holding its values
 CONTENTS_FIELD = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
@@ -166,6 +172,49 @@ class InferenceServicer(pbg.GRPCInferenceServiceServicer):
                                          lambda model: decode_infer(request, model), encode_infer, started)
         except Exception as e:  # noqa: BLE001 - every refusal answers with its code
             await context.abort(grpc_code(status_of(e, self.core.draining)), error_message(e))
+
+    async def ModelStreamInfer(self, request_iterator, context):
+        """Triton's bidirectional stream for models that answer each request once: requests are
+        served concurrently as they arrive (they batch with each other and with other clients'),
+        responses are written in request order. A refused request answers `error_message` (with
+        its id in `infer_response`) and the stream goes on, as Triton's does; with
+        `triton_enable_empty_final_response` the response carries `triton_final_response`."""
+        pending: asyncio.Queue = asyncio.Queue(STREAM_WINDOW)
+
+        async def read() -> None:
+            try:
+                async for request in request_iterator:
+                    await pending.put(asyncio.ensure_future(self._stream_one(request)))
+            finally:
+                await pending.put(None)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while (served := await pending.get()) is not None:
+                yield await served
+            await reader  # a broken request stream ends the call with its error
+        finally:
+            reader.cancel()
+            while not pending.empty():
+                left = pending.get_nowait()
+                if left is not None:
+                    left.cancel()
+
+    async def _stream_one(self, request: pb.ModelInferRequest) -> pb.ModelStreamInferResponse:
+        started = time.perf_counter()
+        try:
+            response = await self.core.infer(request.model_name, request.model_version or None,
+                                             lambda model: decode_infer(request, model), encode_infer, started)
+            out = pb.ModelStreamInferResponse(infer_response=response)
+        except Exception as e:  # noqa: BLE001 - a refused request answers in the stream
+            out = pb.ModelStreamInferResponse(error_message=error_message(e))
+            out.infer_response.model_name = request.model_name
+            out.infer_response.model_version = request.model_version
+            out.infer_response.id = request.id
+        final = request.parameters.get("triton_enable_empty_final_response")
+        if final is not None and final.bool_param:
+            out.infer_response.parameters["triton_final_response"].bool_param = True
+        return out
 
 
 def grpc_server(core: InferenceCore, host: str, port: int, *, reuse_port: bool = False,

@@ -11,7 +11,8 @@ first, 1 for others), sent as binary tensors (--json: as lists).
 
 `--tool wrk` drives HTTP with wrk (one client thread, --concurrency connections) and `--grpc
 ADDRESS` drives the gRPC port with h2load (--concurrency streams over --grpc-connections
-connections, the body a serialized ModelInferRequest): C load generators cost a fraction of a
+connections, the body a serialized ModelInferRequest; `--grpc-stream N`: N of them a
+ModelStreamInfer call): C load generators cost a fraction of a
 Python client's CPU, which matters when clients and server share a small machine (Debian:
 apt-get install wrk nghttp2-client). Prints one JSON line: throughput_rps, p50_ms/p95_ms/p99_ms
 (wrk: p50/p99 only), errors, and the server's mean batch read from /metrics.
@@ -184,35 +185,43 @@ def grpc_body(meta: dict, model: str, rows: int, seed: int = 0) -> bytes:
 
 
 def h2load_grpc(address: str, body: bytes, concurrency: int, duration: float, connections: int = 0,
-                warmup: float = 1.0) -> dict:
+                warmup: float = 1.0, per_stream: int = 1) -> dict:
     """Closed loop on ModelInfer with h2load: `concurrency` streams in flight over
     `connections` HTTP/2 connections (0: one per 4 streams). h2load sees HTTP statuses only,
-    not gRPC's; count failures from the server's metrics (`errors` here: transport failures)."""
+    not gRPC's; count failures from the server's metrics (`errors` here: transport failures).
+
+    per_stream > 1: ModelStreamInfer calls instead, each sending `per_stream` requests at once
+    and closing when all are answered (`concurrency` requests in flight = calls x per_stream);
+    requests/s counts requests, the latencies are a whole call's."""
     if shutil.which("h2load") is None:
         raise SystemExit("h2load is not installed (Debian: apt-get install nghttp2-client)")
-    connections = connections or max(1, concurrency // 4)
-    streams = max(1, concurrency // connections)
+    calls = max(1, concurrency // per_stream)
+    connections = connections or max(1, calls // 4)
+    streams = max(1, calls // connections)
     tmp = tempfile.mkdtemp(prefix="inferx-h2load-")
     body_path, log_path = os.path.join(tmp, "body"), os.path.join(tmp, "log")
     with open(body_path, "wb") as f:
-        f.write(body)
+        f.write(body * per_stream)
+    method = "ModelStreamInfer" if per_stream > 1 else "ModelInfer"
     cmd = ["h2load", "-c", str(connections), "-m", str(streams), "-t", "1", "-D", f"{duration:g}",
            "--warm-up-time", f"{warmup:g}", "-d", body_path, "-H", "content-type: application/grpc",
            "-H", "te: trailers", "--log-file", log_path,
-           f"http://{address}/inference.GRPCInferenceService/ModelInfer"]
+           f"http://{address}/inference.GRPCInferenceService/{method}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 60)
     if out.returncode != 0:
         raise SystemExit(f"h2load failed: {out.stdout}{out.stderr}")
     rows = [line.split("\t") for line in open(log_path) if line.strip()]
     shutil.rmtree(tmp, ignore_errors=True)
     ok = [int(r[2]) for r in rows if r[1].startswith("2")]
-    failed = len(rows) - len(ok)
+    failed = sum(1 for r in rows if r[1] != "0" and not r[1].startswith("2"))  # "0": cut off by the end
     m = re.search(r"(\d+) failed, (\d+) errored", out.stdout)
     lat = np.asarray(ok or [float("nan")], dtype=np.float64) / 1e3
-    return {"throughput_rps": len(ok) / duration, "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99)), "errors": failed + (int(m.group(2)) if m else 0),
-            "requests": len(rows), "concurrency": connections * streams,
-            "client": f"h2load, 1 process, 1 thread, {connections} connections x {streams} streams"}
+    client = f"h2load, 1 process, 1 thread, {connections} connections x {streams} streams"
+    if per_stream > 1:
+        client += f" x {per_stream} requests (ModelStreamInfer; latency: the whole call's)"
+    return {"throughput_rps": len(ok) * per_stream / duration, "p50_ms": float(np.percentile(lat, 50)),
+            "p99_ms": float(np.percentile(lat, 99)), "errors": (failed + (int(m.group(2)) if m else 0)) * per_stream,
+            "requests": len(ok) * per_stream, "concurrency": connections * streams * per_stream, "client": client}
 
 
 def main() -> int:
@@ -227,12 +236,14 @@ def main() -> int:
     p.add_argument("--tool", choices=("python", "wrk"), default="python", help="HTTP load generator")
     p.add_argument("--grpc", metavar="HOST:PORT", help="drive the gRPC port with h2load instead of HTTP")
     p.add_argument("--grpc-connections", type=int, default=0, help="h2load connections (0: one per 4 streams)")
+    p.add_argument("--grpc-stream", type=int, default=1, metavar="N",
+                   help="send N requests per ModelStreamInfer call instead of one ModelInfer call each")
     args = p.parse_args()
     meta = json.loads(urllib.request.urlopen(f"{args.url}/v2/models/{args.model}", timeout=30).read())
     before = _batch_figures(args.url)
     if args.grpc:
         result = h2load_grpc(args.grpc, grpc_body(meta, args.model, args.rows), args.concurrency, args.duration,
-                             args.grpc_connections)
+                             args.grpc_connections, per_stream=args.grpc_stream)
     elif args.tool == "wrk":
         body, headers = _request(meta, args.rows, seed=0, binary=not args.json)
         result = wrk(args.url, f"/v2/models/{args.model}/infer", body, headers, args.concurrency, args.duration)

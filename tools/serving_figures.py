@@ -20,14 +20,14 @@ For each artifact (with --batch-sizes buckets):
   * overhead: a trivial model, per request, batcher (max batch 1, no delay) minus direct call.
 
 Front ends (--front-ends): the trivial model through `inferx-serve` over HTTP (JSON; wrk) and
-gRPC (h2load), with one and several worker processes, beside the same artifact driven in
+gRPC (h2load: unary ModelInfer calls, and ModelStreamInfer calls of --stream-requests each), with one and several worker processes, beside the same artifact driven in
 process (`inferx-bench`) and the previous server (runtime/server.py, kserve.py and metrics.py
 as of --old-rev, loaded from git into a temporary package) and the front-end libraries alone
 (uvicorn and grpc.aio answering a fixed response: the floor under any server built on them),
 all measured in the same run with the same batching flags:
 
     python tools/serving_figures.py --front-ends [--trivial T.ixa] [--workers 1,2]
-        [--concurrency 16,64,256] [--duration 5] [--old-rev 1016ad7] [--out DIR]
+        [--concurrency 16,64,256] [--stream-requests 16] [--duration 5] [--old-rev 1016ad7] [--out DIR]
 """
 
 from __future__ import annotations
@@ -358,12 +358,20 @@ async def http_app(scope, receive, send):
     await send({"type": "http.response.body", "body": ANSWER})
 
 
+def answer():
+    response = pb.ModelInferResponse(model_name="trivial", model_version="1")
+    response.outputs.add(name="y", datatype="FP32", shape=[1, 4])
+    response.raw_output_contents.append(bytes(16))
+    return response
+
+
 class Servicer(pbg.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request, context):
-        response = pb.ModelInferResponse(model_name="trivial", model_version="1")
-        response.outputs.add(name="y", datatype="FP32", shape=[1, 4])
-        response.raw_output_contents.append(bytes(16))
-        return response
+        return answer()
+
+    async def ModelStreamInfer(self, request_iterator, context):
+        async for request in request_iterator:
+            yield pb.ModelStreamInferResponse(infer_response=answer())
 
 
 async def main():
@@ -434,9 +442,10 @@ def _stop(proc) -> None:
 
 
 def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], duration: float, old_rev: str,
-                      instances: int) -> dict:
+                      instances: int, per_stream: int = 16) -> dict:
     """Requests/s and p50/p99 on the trivial model: in process, the previous server (HTTP), and
-    inferx-serve over HTTP (JSON) and gRPC at each worker count; the same batching flags."""
+    inferx-serve over HTTP (JSON) and gRPC (unary calls, and `per_stream` requests a
+    ModelStreamInfer call) at each worker count; the same batching flags."""
     import json as _json
     import urllib.request
 
@@ -488,6 +497,9 @@ def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], 
         grpc_body = http_load.grpc_body(meta_of_floor(), "trivial", 1)
         for c in concurrency:
             record("grpc.aio alone (fixed answer)", "gRPC", 1, http_load.h2load_grpc(address, grpc_body, c, duration))
+        for c in concurrency:
+            record("grpc.aio alone (fixed answer)", f"gRPC stream x{per_stream}", 1,
+                   http_load.h2load_grpc(address, grpc_body, c, duration, per_stream=per_stream))
     finally:
         _stop(proc)
     # inferx-serve, HTTP and gRPC, at each worker count
@@ -507,13 +519,14 @@ def front_end_figures(trivial: str, workers: list[int], concurrency: list[int], 
             record("inferx-serve", "HTTP binary", n, http_load.wrk(url, "/v2/models/trivial/infer", body, headers,
                                                                    concurrency[len(concurrency) // 2], duration))
             grpc_body = http_load.grpc_body(meta, "trivial", 1)
-            for c in concurrency:
-                before = http_load._batch_figures(url)
-                r = http_load.h2load_grpc(address, grpc_body, c, duration)
-                after = http_load._batch_figures(url)
-                r["server_ok_requests"] = after["ok"] - before["ok"]  # gRPC failures show here, not in h2load
-                r["errors"] += max(0, r["requests"] - r["server_ok_requests"])
-                record("inferx-serve", "gRPC", n, r)
+            for protocol, k in (("gRPC", 1), (f"gRPC stream x{per_stream}", per_stream)):
+                for c in concurrency:
+                    before = http_load._batch_figures(url)
+                    r = http_load.h2load_grpc(address, grpc_body, c, duration, per_stream=k)
+                    after = http_load._batch_figures(url)
+                    r["server_ok_requests"] = after["ok"] - before["ok"]  # gRPC failures show here, not in h2load
+                    r["errors"] += max(0, r["requests"] - r["server_ok_requests"])
+                    record("inferx-serve", protocol, n, r)
         finally:
             _stop(proc)
     return {"rows": rows, "duration_s": duration, "instances": instances, "old_rev": old_rev,
@@ -566,6 +579,8 @@ def main() -> int:
                    help="measure the HTTP and gRPC front ends, in process and the previous server instead")
     p.add_argument("--workers", default="1,2", help="--front-ends: inferx-serve worker counts")
     p.add_argument("--concurrency", default="16,64,256", help="--front-ends: requests in flight")
+    p.add_argument("--stream-requests", type=int, default=16,
+                   help="--front-ends: requests a gRPC ModelStreamInfer call sends at once (default 16)")
     p.add_argument("--old-rev", default="1016ad7", help="--front-ends: the git revision of the previous server")
     args = p.parse_args()
     if args.redo:
@@ -574,7 +589,7 @@ def main() -> int:
         trivial = args.trivial or build_trivial("cpu", os.path.join(tempfile.mkdtemp(), "trivial.ixa"))
         doc = front_end_figures(trivial, [int(n) for n in args.workers.split(",")],
                                 [int(c) for c in args.concurrency.split(",")], args.duration, args.old_rev,
-                                args.instances or 1)
+                                args.instances or 1, args.stream_requests)
         md = front_ends_markdown(doc)
         if args.out:
             os.makedirs(args.out, exist_ok=True)

@@ -258,6 +258,84 @@ def test_tritonclient_grpc(server, cnn_artifact, version):
     client.close()
 
 
+def _stream(client, requests: list[dict], timeout: float = 60, one_by_one: bool = False) -> list:
+    """Send `requests` (async_stream_infer keyword sets) on one stream, all at once or each
+    after the previous answer; the (result, error) pairs in the order they came back."""
+    import queue
+
+    answers, out = queue.Queue(), []
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for kwargs in requests:
+            client.async_stream_infer(**kwargs)
+            if one_by_one:
+                out.append(answers.get(timeout=timeout))
+        return out + [answers.get(timeout=timeout) for _ in range(len(requests) - len(out))]
+    finally:
+        client.stop_stream()
+
+
+def test_grpc_stream_answers_in_order_and_batches(server, cnn_artifact):
+    """tritonclient's stream (ModelStreamInfer): 24 requests sent without waiting are answered
+    in order, each with its own outputs (vs onnxruntime), and served together: fewer batches
+    than requests."""
+    labels = (("model", "cnn"), ("model_version", "2"))
+    before = metric_samples(server.url)
+    client = grpcclient.InferenceServerClient(server.grpc_address)
+    inputs = [cnn_input(1 + i % 2, 300 + i) for i in range(24)]
+    requests = []
+    for i, x in enumerate(inputs):
+        inp = grpcclient.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x)
+        requests.append(dict(model_name="cnn", inputs=[inp], request_id=f"s{i}", model_version="2" if i % 3 else ""))
+    answers = _stream(client, requests)
+    reference = onnxruntime_outputs(cnn_artifact[0], {"x": np.concatenate(inputs)})["logits"]
+    row = 0
+    for i, (result, error) in enumerate(answers):
+        assert error is None, error
+        response = result.get_response()
+        assert response.id == f"s{i}" and response.model_version == "2"
+        rows = inputs[i].shape[0]
+        assert rel_l2(result.as_numpy("logits"), reference[row:row + rows]) <= 1e-4
+        row += rows
+    client.close()
+    after = metric_samples(server.url)
+    delta = lambda name: after[(name, labels)] - before.get((name, labels), 0)  # noqa: E731
+    assert delta("inference_batch_size_sum") == row and delta("inference_batch_size_count") < 24
+
+
+def test_grpc_stream_refusals_answer_in_the_stream(server):
+    """A refused request answers an error in its place and the stream goes on (a failing batch
+    too); the empty-final-response flag marks the answer final."""
+    client = grpcclient.InferenceServerClient(server.grpc_address)
+
+    def x(name="x", shape=(1, 2), value=1.0):
+        t = grpcclient.InferInput(name, list(shape), "FP32")
+        t.set_data_from_numpy(np.full(shape, value, np.float32))
+        return t
+
+    answers = _stream(client, [
+        dict(model_name="py", inputs=[x()], request_id="a"),
+        dict(model_name="nope", inputs=[x()], request_id="b"),
+        dict(model_name="py", inputs=[x(name="z")], request_id="c"),
+        dict(model_name="py", model_version="4", inputs=[x()], request_id="d"),
+        dict(model_name="py", inputs=[x(value=666.0)], request_id="e"),
+        dict(model_name="py", inputs=[x(value=3.0)], request_id="f", enable_empty_final_response=True),
+    ], one_by_one=True)  # one at a time: the poisoned request must not share a batch with the others
+    errors = [None if e is None else e.message() for _, e in answers]
+    assert errors[0] is None and answers[0][0].as_numpy("y").tolist() == [[2.0, 2.0]]
+    assert "unknown model 'nope'" in errors[1]
+    assert "unknown input 'z'" in errors[2]
+    assert "has no version '4'" in errors[3]
+    assert "poisoned batch" in errors[4]
+    result = answers[5][0]
+    assert errors[5] is None and result.as_numpy("y").tolist() == [[6.0, 6.0]]
+    response = result.get_response()
+    assert response.id == "f" and response.parameters["triton_final_response"].bool_param
+    assert "triton_final_response" not in answers[0][0].get_response().parameters
+    client.close()
+
+
 def test_grpc_typed_contents(server):
     """Values in InferTensorContents (not raw_input_contents) are read too."""
     from tritonclient.grpc import service_pb2 as pb
