@@ -43,11 +43,9 @@ ONNX and FX importers produce). For each convolution it decides one of
 Why: IREE 3.13's direct convolution code runs at 3-10 GFLOP/s on this 2-core AVX2 CPU
 while its data-tiled matmuls run at 60-80 (tools/bench/profile.py on ResNet-50):
 ResNet-50 b1, one thread, 974 ms direct vs 132 ms through im2col; onnxruntime 91 ms.
-With a dynamic batch only 1x1 filters are rewritten (CPU targets: the folded matmul with the
-batch as a value; IREE compiles them there as generic reductions without data tiling, while its
-NCHWc convolutions keep their speed); the artifact's static-shape functions are where the other
-strategies apply. Declined, with a remark: other convolutions with a dynamic batch, dynamic
-channel or spatial dims, dilation other than 1, grouped and depthwise convolutions, other layouts.
+Declined, with a remark: dynamic dims (the artifact's static-shape functions are where the
+strategies apply), dilation other than 1, grouped
+and depthwise convolutions, other layouts.
 
 On CUDA targets the same rewrite puts f16/bf16 convolutions on IREE's matmul path (tensor
 cores with f32 accumulation): measured on an H200 (2026-12-01), ResNet-50 b1 fp16 2.6 ms
@@ -156,9 +154,6 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     if shape.dilations != (1, 1):
         return Decision(None, f"dilation {shape.dilations}: left to IREE's direct convolution")
     if shape.n < 0:
-        if pointwise_dynamic_applies(shape, target, algorithms):
-            return Decision("matmul", f"1x1 filter, stride {shape.strides}, dynamic batch: one matmul over the "
-                                      f"images' pixels side by side")
         return Decision(None, "dynamic batch: left to IREE's direct convolution (the artifact's "
                               "static-shape functions get a strategy)")
     if s2d_applies(shape, target, algorithms, automatic):
@@ -177,16 +172,6 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     if "im2col" in algorithms:
         return Decision("im2col", f"{shape.kh}x{shape.kw} stride {shape.strides}: im2col + matmul")
     return Decision(None, f"no allowed algorithm applies (allowed: {', '.join(algorithms) or 'none'})")
-
-
-def pointwise_dynamic_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
-    """A 1x1 convolution with a dynamic batch on a CPU target: a matmul with the images folded
-    into its columns. IREE 3.13 compiles such a convolution in the dynamic function as a generic
-    reduction without data tiling (ResNet-50's, one thread on Zen 4: 6-8x the time of the same
-    product as a matmul in a static function); its 3x3 NCHWc convolutions keep their speed with
-    a dynamic batch, so only 1x1 filters are rewritten."""
-    return ("matmul" in algorithms and target.backend == "llvm-cpu" and (shape.kh, shape.kw) == (1, 1)
-            and shape.static)
 
 
 def s2d_applies(shape: ConvShape, target, algorithms: tuple[str, ...], automatic: bool) -> bool:
@@ -251,9 +236,6 @@ def _apply(op, decision: Decision, target) -> None:
     from iree.compiler import ir
 
     with op.context:
-        if decision.strategy == "matmul" and conv_shape(op).n < 0:
-            _rewrite_pointwise_dynamic(op)
-            return
         if decision.strategy in ("matmul", "im2col"):
             _rewrite_as_matmul(op, taps=target.backend == "llvm-cpu")
             return
@@ -362,43 +344,6 @@ def _rewrite_as_matmul(op, taps: bool) -> None:
     op.erase()
 
 
-def _rewrite_pointwise_dynamic(op) -> None:
-    """1x1 conv(x, w) with a dynamic batch n -> matmul(w[f, c], col[c, n*oh*ow]) + init, the
-    static path's folded form with n carried as a value: the input subsampled (strided 1x1)
-    and moved channels-first in one copy, the product transposed back to NCHW while the init
-    is added."""
-    from iree.compiler import ir
-    from iree.compiler.dialects import arith, tensor
-
-    x, w, init = op.operands[0], op.operands[1], op.operands[2]
-    s = conv_shape(op)
-    et, acc_t = x.type.element_type, init.type.element_type
-    dyn = ir.ShapedType.get_dynamic_size()
-    p = s.oh * s.ow
-    with ir.InsertionPoint(op), op.location:
-        index = ir.IndexType.get()
-        n = tensor.DimOp(x, arith.ConstantOp(index, 0).result).result
-        if s.strides != (1, 1) or (s.h, s.w) != (s.oh, s.ow):
-            x = tensor.ExtractSliceOp(ir.RankedTensorType.get([dyn, s.c, s.oh, s.ow], et), x, [], [n], [],
-                                      [0, 0, 0, 0], [dyn, s.c, s.oh, s.ow], [1, 1, *s.strides]).result
-        d = [ir.AffineDimExpr.get(i) for i in range(4)]  # c, n, oh, ow
-        xt = _parallel_copy(x, tensor.EmptyOp([s.c, n, s.oh, s.ow], et).result,
-                            ir.AffineMap.get(4, 0, [d[1], d[0], d[2], d[3]]), 4)
-        col = tensor.CollapseShapeOp(ir.RankedTensorType.get([s.c, dyn], et), xt, [[0], [1, 2, 3]]).result
-        w2 = tensor.CollapseShapeOp(ir.RankedTensorType.get([s.f, s.c], w.type.element_type), w,
-                                    [[0], [1, 2, 3]]).result
-        columns = arith.MulIOp(n, arith.ConstantOp(index, p).result).result
-        product = plain_matmul(w2, col, zeros([s.f, columns], acc_t))
-        product = tensor.ExpandShapeOp(ir.RankedTensorType.get([s.f, dyn, p], acc_t), product,
-                                       [[0], [1, 2]], [n], [s.f, dyn, p]).result
-        acc = tensor.CollapseShapeOp(ir.RankedTensorType.get([dyn, s.f, p], acc_t), init,
-                                     [[0], [1], [2, 3]]).result
-        out = _to_nchw_plus(product, acc, n)
-        out = tensor.ExpandShapeOp(init.type, out, [[0], [1], [2, 3]], [n], [dyn, s.f, s.oh, s.ow]).result
-    op.results[0].replace_all_uses_with(out)
-    op.erase()
-
-
 def _columns(x, s: "ConvShape", taps: bool):
     """The matmul's right operand [K, n*oh*ow]."""
     from iree.compiler import ir
@@ -502,15 +447,13 @@ def _columns_folded(x, s: "ConvShape", et):
                                   copy, [[0, 1, 2], [3, 4, 5]]).result
 
 
-def _to_nchw_plus(product, acc, n=None):
-    """out[n, f, p] = product[f, n, p] + acc[n, f, p] (`n`: the batch's size as a value when it
-    is dynamic)."""
+def _to_nchw_plus(product, acc):
+    """out[n, f, p] = product[f, n, p] + acc[n, f, p]."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     d = [ir.AffineDimExpr.get(i) for i in range(3)]  # n, f, p
     maps = [ir.AffineMap.get(3, 0, [d[1], d[0], d[2]]), ir.AffineMap.get_identity(3), ir.AffineMap.get_identity(3)]
-    sizes = list(acc.type.shape)
-    empty = tensor.EmptyOp([n if n is not None else sizes[0], *sizes[1:]], acc.type.element_type).result
+    empty = tensor.EmptyOp(list(acc.type.shape), acc.type.element_type).result
     return generic([product, acc], empty, maps, ["parallel"] * 3,
                    lambda block: arith.addf(block.arguments[0], block.arguments[1]))

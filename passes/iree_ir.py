@@ -105,8 +105,8 @@ def generic(inputs: Sequence, init, maps: Sequence, iterators: Sequence[str], bo
     return op.results[0]
 
 
-def zeros(shape: Sequence, element_type):
-    """A tensor filled with zero (float or integer); a size given as an index value is dynamic."""
+def zeros(shape: Sequence[int], element_type):
+    """A static-shape tensor filled with zero (float or integer)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, linalg, tensor
 

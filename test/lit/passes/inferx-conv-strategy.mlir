@@ -86,49 +86,6 @@ func.func @conv1x1_s2_b2(%x: tensor<2x16x12x12xf32>, %w: tensor<32x16x1x1xf32>, 
 
 // -----
 
-// 1x1, stride 2, dynamic batch (CPU targets): the same folded matmul with the batch carried as
-// a value: the strided subsampling taken as a slice of n images, moved channels-first in one
-// copy, one matmul over n x 36 pixels, transposed back while the init is added. CUDA targets
-// decline (their static-shape functions are rewritten).
-// REMARK: remark: inferx-conv-strategy: matmul: 1x1 filter, stride (2, 2), dynamic batch: one matmul over the images' pixels side by side
-// CHECK-DAG:   #[[CNHW:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d0, d2, d3)>
-// CHECK-DAG:   #[[DFNP:.+]] = affine_map<(d0, d1, d2) -> (d1, d0, d2)>
-// CHECK-LABEL: func.func @conv1x1_s2_dynamic(
-// CHECK-SAME:    %[[X:.+]]: tensor<?x16x12x12xf32>, %[[W:.+]]: tensor<32x16x1x1xf32>, %[[B:.+]]: tensor<?x32x6x6xf32>)
-// CHECK:         %[[N:.+]] = tensor.dim %[[X]], %{{.+}} : tensor<?x16x12x12xf32>
-// CHECK:         %[[S:.+]] = tensor.extract_slice %[[X]][0, 0, 0, 0] [%[[N]], 16, 6, 6] [1, 1, 2, 2] : tensor<?x16x12x12xf32> to tensor<?x16x6x6xf32>
-// CHECK:         %[[XT:.+]] = linalg.generic {indexing_maps = [#[[CNHW]], {{.+}}]{{.*}} ins(%[[S]] : tensor<?x16x6x6xf32>) outs({{.+}} : tensor<16x?x6x6xf32>)
-// CHECK:         %[[COL:.+]] = tensor.collapse_shape %[[XT]] {{\[}}[0], [1, 2, 3]] : tensor<16x?x6x6xf32> into tensor<16x?xf32>
-// CHECK:         %[[W2:.+]] = tensor.collapse_shape %[[W]] {{\[}}[0], [1, 2, 3]] : tensor<32x16x1x1xf32> into tensor<32x16xf32>
-// CHECK:         %[[Z:.+]] = linalg.fill {{.*}} -> tensor<32x?xf32>
-// CHECK:         %[[MM:.+]] = linalg.matmul ins(%[[W2]], %[[COL]] : tensor<32x16xf32>, tensor<16x?xf32>) outs(%[[Z]] : tensor<32x?xf32>)
-// CHECK:         %[[E:.+]] = tensor.expand_shape %[[MM]] {{\[}}[0], [1, 2]] output_shape [32, %[[N]], 36]
-// CHECK:         %[[B2:.+]] = tensor.collapse_shape %[[B]] {{\[}}[0], [1], [2, 3]] : tensor<?x32x6x6xf32> into tensor<?x32x36xf32>
-// CHECK:         %[[T:.+]] = linalg.generic {indexing_maps = [#[[DFNP]], {{.+}}]{{.*}} ins(%[[E]], %[[B2]] : tensor<32x?x36xf32>, tensor<?x32x36xf32>)
-// CHECK:           arith.addf
-// CHECK:         tensor.expand_shape %[[T]] {{\[}}[0], [1], [2, 3]] output_shape [%[[N]], 32, 6, 6] : tensor<?x32x36xf32> into tensor<?x32x6x6xf32>
-// CHECK-NOT:     linalg.conv_2d_nchw_fchw
-// GPU-LABEL:   func.func @conv1x1_s2_dynamic(
-// GPU:           linalg.conv_2d_nchw_fchw
-func.func @conv1x1_s2_dynamic(%x: tensor<?x16x12x12xf32>, %w: tensor<32x16x1x1xf32>, %b: tensor<?x32x6x6xf32>) -> tensor<?x32x6x6xf32> {
-  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<?x16x12x12xf32>, tensor<32x16x1x1xf32>) outs(%b : tensor<?x32x6x6xf32>) -> tensor<?x32x6x6xf32>
-  return %r : tensor<?x32x6x6xf32>
-}
-
-// -----
-
-// 1x1, stride 1, dynamic batch: no slice, the channels-first copy reads the input as it is.
-// CHECK-LABEL: func.func @conv1x1_s1_dynamic(
-// CHECK-NOT:     tensor.extract_slice
-// CHECK:         linalg.generic {{.*}} ins(%{{.+}} : tensor<?x16x5x5xf32>) outs({{.+}} : tensor<16x?x5x5xf32>)
-// CHECK:         linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x16xf32>, tensor<16x?xf32>) outs(%{{.+}} : tensor<8x?xf32>)
-func.func @conv1x1_s1_dynamic(%x: tensor<?x16x5x5xf32>, %w: tensor<8x16x1x1xf32>, %b: tensor<?x8x5x5xf32>) -> tensor<?x8x5x5xf32> {
-  %r = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<?x16x5x5xf32>, tensor<8x16x1x1xf32>) outs(%b : tensor<?x8x5x5xf32>) -> tensor<?x8x5x5xf32>
-  return %r : tensor<?x8x5x5xf32>
-}
-
-// -----
-
 // A 7x7 stride-2 stem with 3 input channels: space-to-depth (inferx-conv-strategy_s2d.mlir),
 // then the 4x4 stride-1 convolution over 12 channels through im2col, K = 12*4*4 = 192 (AVX2: no
 // NCHWc microkernel). With s2d not listed, im2col on the stem itself, K = 3*7*7 = 147; Winograd
