@@ -165,10 +165,10 @@ class _ConvChain:
         self.nodes.append(helper.make_node("Relu", [f"{name}_c"], [f"{name}_r"], name=f"{name}_relu"))
         return f"{name}_r"
 
-    def model(self, name, last, size, out_channels, out_size):
+    def model(self, name, last, size, out_channels, out_size, in_channels=3):
         self.nodes.append(helper.make_node("Identity", [last], ["y"], name="out"))
         return _model(self.nodes, name,
-                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])],
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", in_channels, size, size])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out_channels, out_size,
                                                                                out_size])], self.inits)
 
@@ -191,6 +191,15 @@ def conv_zoo(seed=4, size=20):
     h = c.conv("c3x3_depthwise", h, 32, 32, 3, pad=1, group=32)
     h = c.conv("c1x1_s2", h, 32, 24, 1, stride=2)                       # 5 -> 3
     return c.model("conv_zoo", h, size, 24, 3)
+
+
+def bottleneck_head(seed=8, channels=16, size=8):
+    """A ResNet bottleneck's head: 3x3 stride 2, ReLU, then a 1x1 expanding 4x (with bias):
+    the pattern whose dynamic-batch 1x1 rewrite once made IREE drop data tiling for the module."""
+    c = _ConvChain(seed)
+    h = c.conv("c3x3_s2", "x", channels, channels, 3, stride=2, pad=1)
+    h = c.conv("c1x1_expand", h, channels, 4 * channels, 1)
+    return c.model("bottleneck_head", h, size, 4 * channels, size // 2, in_channels=channels)
 
 
 def small_conv_zoo(seed=4, size=20):
