@@ -134,7 +134,7 @@ def test_emit_stages(tmp_path, emit, marker):
 
 def test_data_tiling_fallback(tmp_path, capfd):
     """IREE 3.13's data tiling rejects some bool-masked attention graphs; the build goes through
-    without it, says so, and records the flags it really used."""
+    without it, says so (and in the manifest's notes), and records the flags it really used."""
     from onnx.backend.test.case.node import collect_testcases
 
     case = next(c for c in collect_testcases(None) if c.name == "test_attention_4d_attn_mask_bool_expanded")
@@ -143,6 +143,7 @@ def test_data_tiling_fallback(tmp_path, capfd):
     assert "building again without data tiling" in capfd.readouterr().err
     sess = inferx_compiler.load(str(tmp_path / "attn.ixa"))
     assert "--iree-opt-data-tiling=false" in sess.artifact.manifest.iree_flags
+    assert any(n.startswith("built without data tiling: IREE failed with it") for n in sess.artifact.manifest.notes)
     inputs, outputs = case.data_sets[0]
     got = sess.run({s.name: x for s, x in zip(sess.inputs, inputs)})
     assert rel_l2(next(iter(got.values())), outputs[0]) <= 1e-4
