@@ -18,12 +18,13 @@ class BuildLog:
         self._emit(f"[{time.monotonic() - self._t0:7.2f}s] {message}")
 
     def warn(self, message: str) -> None:
+        """A warning: printed even when quiet (quiet drops progress lines, not what went wrong)."""
         self.warnings.append(message)
-        self._emit(f"warning: {message}")
+        self._emit(f"warning: {message}", always=True)
 
-    def _emit(self, line: str) -> None:
+    def _emit(self, line: str, always: bool = False) -> None:
         self.lines.append(line)
-        if not self.quiet:
+        if always or not self.quiet:
             print(line, file=self.stream, flush=True)
 
 
