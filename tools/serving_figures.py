@@ -20,7 +20,8 @@ For each artifact (with --batch-sizes buckets):
   * overhead: a trivial model, per request, batcher (max batch 1, no delay) minus direct call.
 
 Front ends (--front-ends): the trivial model through `inferx-serve` over HTTP (JSON; wrk) and
-gRPC (h2load: unary ModelInfer calls, and ModelStreamInfer calls of --stream-requests each), with one and several worker processes, beside the same artifact driven in
+gRPC (h2load: unary ModelInfer calls, and ModelStreamInfer calls of --stream-requests
+each), with one and several worker processes, beside the same artifact driven in
 process (`inferx-bench`) and the previous server (runtime/server.py, kserve.py and metrics.py
 as of --old-rev, loaded from git into a temporary package) and the front-end libraries alone
 (uvicorn and grpc.aio answering a fixed response: the floor under any server built on them),

@@ -82,11 +82,11 @@ def test_dynamic_function_keeps_direct_convolutions(zoo):
 
 def test_conv_builds_keep_data_tiling(tmp_path, capfd):
     """The rewrites must leave IREE able to data-tile the module: when it cannot, the driver
-    builds again without data tiling for every function (only a warning), and the convolutions
-    lose their NCHWc microkernel (ResNet-50's 3x3 ones 100 -> 12-60 GFLOP/s). A dynamic-batch
-    1x1 convolution rewritten as a matmul over a collapsed dynamic dim did that to this
-    bottleneck head (IREE 3.13: 'affine.delinearize_index' op no basis element may be
-    statically non-positive)."""
+    builds again without data tiling for every function (a warning and a manifest note), and
+    the convolutions lose their NCHWc microkernel (ResNet-50's 3x3 ones: 100 -> 12-60
+    GFLOP/s). A dynamic-batch 1x1 convolution rewritten as a matmul over a collapsed dynamic
+    dim did that to this bottleneck head (IREE 3.13: 'affine.delinearize_index' op no basis
+    element may be statically non-positive)."""
     path = save(bottleneck_head(), tmp_path / "head.onnx")
     artifact = str(tmp_path / "head.ixa")
     assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2", "--no-measure", "-o", artifact]) == 0
