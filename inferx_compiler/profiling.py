@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -27,13 +28,13 @@ from .errors import InferXError
 
 @dataclass
 class DispatchTimes:
-    calls: int  # queue executions seen (not always one per function call: IREE may split one)
+    calls: int  # function calls profiled
     us_per_run: dict[str, float] = field(default_factory=dict)  # export -> mean us per dispatch run
     runs: dict[str, int] = field(default_factory=dict)  # export -> dispatch runs recorded
 
     @property
     def us_per_call(self) -> dict[str, float]:
-        """Estimated us per function call (runs spread over the queue executions)."""
+        """Microseconds per function call."""
         return {k: self.us_per_run[k] * self.runs[k] / self.calls for k in self.us_per_run}
 
     @property
@@ -96,21 +97,24 @@ def _run(cmd: list[str], what: str) -> str:
     return done.stdout
 
 
+MAX_PROFILED_CALLS = 10_000  # bounds the profile's size for microsecond-sized functions
+
+
 def profile_dispatches(artifact: str, function: str, dims: dict, threads: int = 1,
                        min_time: float = 1.0) -> DispatchTimes:
+    """Per-dispatch host times over a known number of calls: one timed call sizes the run, then
+    the profiled run makes exactly that many calls (`--benchmark_min_time=Nx`: no estimation
+    runs). Queue executions are not calls: IREE may split one call into several."""
     with _benchmark_command(artifact, function, dims, threads, min_time) as (cmd, workdir):
+        once = _run(_with_min_time(cmd, "1x") + ["--benchmark_format=json"], f"timing {function}")
+        seconds = _median_ms(once, function) / 1e3
+        calls = max(2, min(MAX_PROFILED_CALLS, math.ceil(min_time / max(seconds, 1e-7))))
         profile = os.path.join(workdir, "p.ireeprof")
-        _run(cmd + ["--device_profiling_mode=host-execution", f"--device_profiling_output={profile}"],
-             f"profiling {function}")
+        _run(_with_min_time(cmd, f"{calls}x") + ["--device_profiling_mode=host-execution",
+                                                  f"--device_profiling_output={profile}"], f"profiling {function}")
         stats = _run([_tool("iree-profile"), "statistics", "--format=jsonl", profile], "iree-profile")
-    calls, rows = 0, []
-    for line in stats.splitlines():
-        rec = json.loads(line)
-        if rec.get("row_type") == "host_execution_queue_operation" and rec.get("event_name") == "execute":
-            calls += rec["sample_count"]
-        elif rec.get("row_type") == "host_execution_function":
-            rows.append(rec)
-    times = DispatchTimes(max(calls, 1))
+    rows = [rec for rec in map(json.loads, stats.splitlines()) if rec.get("row_type") == "host_execution_function"]
+    times = DispatchTimes(calls)
     for rec in rows:
         name = rec["function_name"]
         times.runs[name] = max(rec["sample_count"], 1)
@@ -125,9 +129,19 @@ def benchmark_function(artifact: str, function: str, dims: dict, threads: int = 
     with _benchmark_command(artifact, function, dims, threads, min_time) as (cmd, _):
         out = _run(cmd + ["--benchmark_repetitions=5", "--benchmark_report_aggregates_only=true",
                           "--benchmark_format=json"], f"benchmarking {function}")
-    report = json.loads(out[out.index("{"):])
-    for row in report["benchmarks"]:
-        if row.get("aggregate_name") == "median":
-            unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[row.get("time_unit", "ns")]
-            return row["real_time"] * unit
-    raise InferXError(f"benchmarking {function}: no median in iree-benchmark-module's report")
+    return _median_ms(out, function)
+
+
+def _median_ms(out: str, function: str) -> float:
+    """Milliseconds per call from iree-benchmark-module's JSON report: the median aggregate, or
+    the single run's time when it has no aggregates."""
+    rows = json.loads(out[out.index("{"):])["benchmarks"]
+    for row in [r for r in rows if r.get("aggregate_name") == "median"] or rows[:1]:
+        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[row.get("time_unit", "ns")]
+        return row["real_time"] * unit
+    raise InferXError(f"benchmarking {function}: no time in iree-benchmark-module's report")
+
+
+def _with_min_time(cmd: list[str], value: str) -> list[str]:
+    """`cmd` with its --benchmark_min_time set to `value` ("2.5s", or "40x": exactly 40 calls)."""
+    return [f"--benchmark_min_time={value}" if c.startswith("--benchmark_min_time=") else c for c in cmd]
