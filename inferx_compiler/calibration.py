@@ -352,10 +352,9 @@ def relative_l2(reference: list, got: list) -> float:
 
 # -- decisions ------------------------------------------------------------------------------------
 
-def measure_sensitivity(emulator: Emulator, options, progress: Callable[[str], None]) -> None:
-    """layer.sensitivity[p] for every layer and every candidate p it has a form for. `options`:
-    the candidates, a list or a function of the layer."""
-    options_of = options if callable(options) else (lambda layer: options)
+def measure_sensitivity(emulator: Emulator, options_of: Callable[[Layer], list],
+                        progress: Callable[[str], None]) -> None:
+    """layer.sensitivity[p] for every layer and every candidate p in options_of(layer)."""
     total = sum(1 for l in emulator.layers for p in options_of(l) if p != "fp32")
     done = 0
     for layer in emulator.layers:
@@ -370,11 +369,10 @@ def measure_sensitivity(emulator: Emulator, options, progress: Callable[[str], N
             progress(f"sensitivity {done}/{total}: {layer.layer} at {p}: {layer.sensitivity[p]:.2e}")
 
 
-def search(emulator: Emulator, options, budget: float,
+def search(emulator: Emulator, options_of: Callable[[Layer], list], budget: float,
            progress: Callable[[str], None]) -> tuple[dict[str, str], float, float]:
     """The cheapest assignment within budget (greedy promotion); returns it and its errors.
-    `options`: the candidates, cheapest first, a list or a function of the layer."""
-    options_of = options if callable(options) else (lambda layer: options)
+    options_of(layer): that layer's candidates, cheapest first."""
 
     def ladder(layer):
         """The layer's candidates, cheapest first: those it has a form for and whose error alone
@@ -402,7 +400,7 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
     it against the budget (a clear error naming the layers that would have to stay higher)."""
     options = candidates(target) if fixed is None else [fixed] + (["int8"] if fixed == "int4" else []) + ["fp32"]
     # auto: each layer's own candidates (on CPUs no int4 for token rows); a fixed mode: its own
-    options_of = (lambda layer: layer_candidates(target, layer)) if fixed is None else options
+    options_of = (lambda layer: layer_candidates(target, layer)) if fixed is None else (lambda layer: options)
     calibration, held_out = split_held_out(data)
     gpu = target.backend == "cuda"
     kinds = {k for k in (_activation_kind(p, gpu) for p in options) if k}
@@ -417,7 +415,7 @@ def calibrated_plan(plan: PrecisionPlan, prepared, weights, target: Target, data
         assignment = {l.layer: l.precision for l in plan.layers}
         err, held = emulator.error(assignment), emulator.error(assignment, held_out=True)
         if budget is not None and max(err, held) > budget:
-            keep, err2, held2 = search(emulator, options, budget, lambda m: None)
+            keep, err2, held2 = search(emulator, options_of, budget, lambda m: None)
             higher = [f"{k} ({v})" for k, v in keep.items() if v != assignment[k]]
             raise PrecisionError(
                 f"--precision {fixed} misses --accuracy-budget {budget:g}: error {max(err, held):.3g} on the "

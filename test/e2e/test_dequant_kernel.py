@@ -12,7 +12,6 @@ and tools/bench/gpu_dequant_sweep.py (against float64).
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
