@@ -23,8 +23,11 @@ split 4 (139 us for 8 layers against 181 with 16-row tiles). Up to 16 int4 rows 
 followed by elementwise ops take one slice instead (32 weight rows, two groups a step, 4 stages)
 and finish those ops: slower in the kernel (84.5 against 75.2 us for the eight layers with their
 sums) but a launch fewer a layer, which IREE's per-call host work makes the larger cost (the MLP
-at batch 1: 0.222 -> 0.209 ms a call). Measured on an H200 (tools/bench/gpu_dequant_sweep.py,
-docs/bench/2026-12-03-h200-int4/).
+at batch 1: 0.222 -> 0.209 ms a call). One int4 row takes the dot-free form instead, always in
+one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row tensor-core tile
+that is 15/16 padding, with x loaded once a program where the whole row fits (44 us in the kernel
+for the MLP's eight layers against the tensor-core form's 71). Measured on an H200
+(tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
@@ -50,6 +53,14 @@ MAX_SPLIT = 8
 FUSED_BLOCK_N = 32
 FUSED_STEP = 256
 PROGRAMS_PER_SM = 3
+# one int4 row (tools/bench/gpu_dequant_sweep.py on an H200, docs/bench/2026-12-04-h200-int4-row/):
+# the dot-free form (f16 products on the CUDA cores) against 71 us in the kernel for the tensor-core
+# form's best one-slice tile; x resident 44 us, tiles of 8 rows in steps of 2048 values 50 us
+RESIDENT_BLOCK_N = 4
+ONE_ROW_PROGRAMS_PER_SM = 4
+RESIDENT_MAX_K = 8192  # x's whole row lives in registers
+ONE_ROW_BLOCK_N = 8
+ONE_ROW_MAX_STEP = 2048
 
 
 def triton_arch(arch: str) -> Optional[int]:
@@ -76,6 +87,8 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
                 f"dispatches")
     group = group if kind == "int4" else 0
     try:
+        if kind == "int4" and m == 1:
+            return _one_row_spec(n, k, group, sms, arch, epilogue)
         if epilogue is not None and kind == "int4" and m <= 16 and k % max(FUSED_STEP, group) == 0:
             return DequantSpec(m, n, k, kind, group, False, 1, 16, FUSED_BLOCK_N, max(FUSED_STEP, group), warps=4,
                                stages=4, arch=arch, epilogue=epilogue)
@@ -92,6 +105,25 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
                            warps=4, stages=3, arch=arch, epilogue=fused)
     except ValueError as e:
         return str(e)
+
+
+def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
+    """One int4 row: the dot-free form in one slice (the init, or the epilogue, finished in it):
+    x resident on ONE_ROW_PROGRAMS_PER_SM programs a SM taking whole weight rows where K / group is a
+    power of two and K at most RESIDENT_MAX_K, else ONE_ROW_BLOCK_N rows a program in steps of
+    the largest power-of-two number of groups up to ONE_ROW_MAX_STEP values that divides K."""
+    from inferx_compiler.kernels.triton_dequant import DequantSpec
+
+    groups = k // group if group and k % group == 0 else 0
+    common = dict(warps=4, stages=3, arch=arch, dot=False, epilogue=epilogue)
+    if groups and not groups & (groups - 1) and k <= RESIDENT_MAX_K:
+        programs = min(ONE_ROW_PROGRAMS_PER_SM * sms, -(-n // RESIDENT_BLOCK_N))
+        return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, programs=programs,
+                           **common)
+    step = group
+    while step * 2 <= ONE_ROW_MAX_STEP and k % (step * 2) == 0:
+        step *= 2
+    return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, ONE_ROW_BLOCK_N, step, **common)
 
 
 def declined(target) -> Optional[str]:
@@ -138,9 +170,15 @@ def _external(compiled, plan=None) -> ExternalKernel:
     config = {"source": "rule (inferx-quantize-contractions)",
               "signature": f"weight-only {spec.kind} {spec.m}x{spec.n}x{spec.k}",
               "config": f"{spec.block_m}x{spec.block_n} rows, step {spec.step}, {spec.warps} warps, "
-                        f"{spec.stages} stages, split {spec.split}" + (", epilogue" if spec.epilogue else ""),
+                        f"{spec.stages} stages, split {spec.split}" + _form(spec) + (", epilogue" if spec.epilogue else ""),
               "candidates": 0}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
                           annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),
                           scratch_bytes=compiled.scratch_bytes)
+
+
+def _form(spec) -> str:
+    if spec.programs:
+        return f", CUDA cores, x resident on {spec.programs} programs"
+    return "" if spec.dot else ", CUDA cores"

@@ -16,7 +16,10 @@ built to stream it: each program takes BN weight rows (the weight is stored redu
           scale[n, g] f16, applied to each group's f32 sum (one group a loop step)
 
 with x [M, K] f16 (M small: the rows ride a 16-row dot, zero-padded), the integers widened to
-f16 exactly, f32 accumulation. Slices (S > 1, the grid's second dimension) put more loads in
+f16 exactly, f32 accumulation. One int4 row has a dot-free form (`dot=False`): the products
+and sums of eight in f16 on the CUDA cores (relative error about 5e-4, the order of the
+tensor-core form's f16-scaled weights), f32 sums a group; with `programs` set, x stays in
+registers and each program takes whole weight rows in turn (`_RESIDENT_BODY`). Slices (S > 1, the grid's second dimension) put more loads in
 flight for a narrow output and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
@@ -32,6 +35,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import textwrap
 from typing import Optional
 
 from .triton_matmul import TileGrid
@@ -74,7 +78,36 @@ sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS")
+
+# Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
+_WIDEN_INT4 = '''\
+@triton.jit
+def _widen_int4(packed, FAST: tl.constexpr):
+    if FAST:
+        lo, hi = tl.inline_asm_elementwise(INT4_TO_F16, "=r,=r,=r,=r,r", [packed], dtype=(tl.float16, tl.float16),
+                                           is_pure=True, pack=4)
+    else:
+        wide = packed.to(tl.int32)
+        lo = ((wide << 28) >> 28).to(tl.float16)
+        hi = ((wide << 24) >> 28).to(tl.float16)
+    return lo, hi
+
+
+@triton.jit
+def _group_sums(packed, x, scale, FAST: tl.constexpr):
+    """Packed int4 bytes [rows, groups, group / 2] times x [1, groups, group] (f16): products and
+    sums of eight in f16 (no conversion a value), then f32 sums a group, times its scale."""
+    lo, hi = _widen_int4(packed, FAST)
+    rows: tl.constexpr = packed.shape[0]
+    groups: tl.constexpr = packed.shape[1]
+    half: tl.constexpr = packed.shape[2]
+    prod = tl.reshape(tl.join(lo, hi), (rows, groups, 2 * half)) * x
+    part = tl.sum(tl.reshape(prod, (rows, groups, half // 4, 8)), axis=3).to(tl.float32)
+    return tl.sum(part, axis=2) * scale.to(tl.float32)
+
+
+'''
 
 # The main loop (after the head, which names the pointers) and the scaled f32 sums, in `acc`
 # over the tile's rows `rm` and columns `rn`; `inside` masks the tile's edges.
@@ -86,31 +119,30 @@ _BODY = '''\
     rn = (pid % tiles_n) * BN + tl.arange(0, BN)
     row_ok = rm < M
     col_ok = rn < N
+    if not DOT:  # f32 sums per weight row and group of the step, reduced across the step after the loop
+        sums = tl.zeros((BN, BK // GROUP), dtype=tl.float32)
     if W_LEFT:
         acc = tl.zeros((BN, BM), dtype=tl.float32)
     else:
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     for i in range(0, K_SLICE, BK):
         k0 = s * K_SLICE + i
-        if INT4:
+        if INT4 and not DOT:  # one row: the step as [BN rows, its groups, a group]; groups summed after the loop
+            rg = k0 // GROUP + tl.arange(0, BK // GROUP)
+            rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
+            packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
+            xk = k0 + tl.arange(0, BK // GROUP)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+            scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
+            sums += _group_sums(packed, tl.load(x_ptr + (pid // tiles_n) * K + xk)[None], scale, FAST)
+        elif INT4:
             # elements 2j (low nibbles) and 2j + 1 (high) of the step, each against its x
             rb = k0 // 2 + tl.arange(0, BK // 2)
             packed = tl.load(w_ptr + rn[:, None] * (K // 2) + rb[None, :], mask=col_ok[:, None], other=0)
-            if FAST:
-                lo, hi = tl.inline_asm_elementwise(INT4_TO_F16, "=r,=r,=r,=r,r", [packed],
-                                                   dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
-            else:
-                wide = packed.to(tl.int32)
-                lo = ((wide << 28) >> 28).to(tl.float16)
-                hi = ((wide << 24) >> 28).to(tl.float16)
+            lo, hi = _widen_int4(packed, FAST)
             rk = k0 + tl.arange(0, BK)
             xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
             x_even, x_odd = tl.split(tl.reshape(xv, (BM, BK // 2, 2)))
-            if not DOT:  # one row, one group a step: products and sums on the CUDA cores
-                scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
-                prod = lo.to(tl.float32) * x_even.to(tl.float32) + hi.to(tl.float32) * x_odd.to(tl.float32)
-                acc += (tl.sum(prod, axis=1) * scale)[None, :]
-            elif BK == GROUP:  # one group: its scale applied to the f32 sums
+            if BK == GROUP:  # one group: its scale applied to the f32 sums
                 scale = tl.load(s_ptr + rn * (K // GROUP) + k0 // GROUP, mask=col_ok, other=0.0).to(tl.float32)
                 if W_LEFT:
                     part = tl.dot(hi, tl.trans(x_odd), tl.dot(lo, tl.trans(x_even)))
@@ -141,6 +173,8 @@ _BODY = '''\
                 acc = tl.dot(wv, tl.trans(xv), acc)
             else:
                 acc = tl.dot(xv, tl.trans(wv), acc)
+    if not DOT:
+        acc = tl.sum(sums, axis=1)[None, :]
     if W_LEFT:
         acc = tl.trans(acc)
     if not INT4:
@@ -150,6 +184,31 @@ _BODY = '''\
         acc += tl.load(init_ptr + rm[:, None] * N + rn[None, :], mask=inside, other=0.0)
 '''
 _PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :], acc, mask=inside)\n"
+
+# The one-row form with x resident (int4, M = 1, no tensor cores): each of PROGRAMS programs loads
+# x once, in the layout of the weight tile it multiplies (Triton converts a load's layout through
+# shared memory, with barriers: once a program here, not once a step), then takes every
+# PROGRAMS-th tile of BN weight rows, whole rows at a time (K / GROUP a power of two): products
+# and sums of eight in f16, per-group f32 sums, each group's scale on its sum. The store (or the
+# epilogue) runs once a tile, inside the loop.
+_RESIDENT_BODY = '''\
+    pid = tl.program_id(0)
+    s = tl.program_id(1)
+    rm = tl.arange(0, 1)
+    row_ok = rm < M
+    rg = tl.arange(0, K // GROUP)
+    xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
+    rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
+    for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
+        rn = tile * BN + tl.arange(0, BN)
+        col_ok = rn < N
+        packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
+        scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
+        acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
+        inside = row_ok[:, None] & col_ok[None, :]
+        if HAS_INIT:
+            acc += tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
+'''
 ENTRY = "inferx_dequant_matvec"
 
 
@@ -173,7 +232,8 @@ class DequantSpec(TileGrid):
     fast: bool = True  # the integers widened by INT4_TO_F16 / INT8_TO_F16 (False: Triton's casts, for the
     # interpreter, which runs no PTX)
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
-    dot: bool = True  # False (int4, one row, BK = group): no tensor cores, products summed per row
+    dot: bool = True  # False (int4, one row): no tensor cores, f16 products and sums of eight, f32 group sums
+    programs: int = 0  # > 0: the resident-x form (int4, one row, whole rows a tile) on this many programs
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
@@ -192,8 +252,16 @@ class DequantSpec(TileGrid):
             raise ValueError("the init and an epilogue are applied by the kernel only with one slice")
         if self.dot and self.block_m < 16:
             raise ValueError("block_m below 16: the rows ride a 16-row dot")
-        if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.step != self.group or self.w_left):
-            raise ValueError("the dot-free form takes int4, one row a program and one group a step")
+        groups = self.k // max(self.group, 1)
+        if self.programs and (self.dot or self.m != 1 or self.split != 1 or groups & (groups - 1)):
+            raise ValueError("the resident-x form takes the dot-free form, one row, one slice and K / group a "
+                             "power of two")
+        if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
+            raise ValueError("the dot-free form takes int4 and one row a program")
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.programs, 1, 1) if self.programs else super().grid
 
     @property
     def step(self) -> int:
@@ -220,7 +288,7 @@ class DequantSpec(TileGrid):
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
-                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot)
+                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs)
 
 
 def pointers(spec: DequantSpec) -> list[str]:
@@ -237,7 +305,10 @@ def kernel_source(spec: DequantSpec) -> str:
 
     head = (f"def {ENTRY}({', '.join(pointers(spec))}, "
             + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
-    return head + _BODY + (epilogue_code(spec) if spec.epilogue else _PLAIN_STORE)
+    tail = epilogue_code(spec) if spec.epilogue else _PLAIN_STORE
+    if spec.programs:
+        return _WIDEN_INT4 + head + _RESIDENT_BODY + textwrap.indent(tail, "    ")
+    return _WIDEN_INT4 + head + _BODY + tail
 
 
 def signature(spec: DequantSpec) -> tuple[dict, dict]:

@@ -436,7 +436,7 @@ def jit_from_source(source: str, entry: str, tag: str, globals_: Optional[dict] 
 
     filename = f"<{tag}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"tl": tl, "__name__": "inferx_compiler.kernels.generated", **(globals_ or {})}
+    namespace = {"tl": tl, "triton": triton, "__name__": "inferx_compiler.kernels.generated", **(globals_ or {})}
     exec(compile(source, filename, "exec"), namespace)
     return triton.jit(namespace[entry])
 

@@ -114,6 +114,57 @@ def test_fused_epilogue_in_the_interpreter(rows):
     assert result["err"] <= 2e-3, result
 
 
+_ONE_ROW = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import numpy as np, torch
+from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
+from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
+from inferx_compiler.quantization import pack_int4
+n, k, group, bn, step, programs, fused = json.loads(sys.argv[1])
+rng = np.random.default_rng(3)
+x = rng.standard_normal((1, k)).astype(np.float16)
+q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+w = pack_int4(q).view(np.int8).reshape(n, k // 2)
+s = (rng.random((n, k // group)) * 0.1 + 0.01).astype(np.float16)
+y0 = rng.standard_normal((1, n)).astype(np.float32)
+deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+ref = x.astype(np.float64) @ deq.T + y0
+epilogue = None
+if fused:  # relu(acc + y0) as f16: y0 the epilogue's input, not the kernel's init
+    epilogue = Epilogue((EpilogueInput("f32", Offsets((), ((1, n, 1),))),),
+                        (("v0", "add", ("acc", "x0")), ("z", "const", ("0.0", "f32")), ("v1", "max", ("v0", "z")),
+                         ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets((), ((1, n, 1),)))
+    ref = np.maximum(ref, 0.0)
+spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False, dot=False, programs=programs,
+                   epilogue=epilogue)
+out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
+args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
+args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
+kernel_function(spec)[spec.grid[:2]](*args, out, **constants(spec))
+got = out.numpy().astype(np.float64).reshape(1, n)
+print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
+                  "finite": bool(np.isfinite(got).all())}))
+"""
+
+# (N, K, group, block_n, step, programs, epilogue)
+ONE_ROW_FORMS = [
+    (100, 1024, 64, 8, 512, 0, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
+    (100, 1024, 64, 4, 1024, 3, False),  # x resident on 3 programs: every program takes several tiles
+    (96, 512, 128, 4, 512, 5, True),  # x resident, the epilogue finished once a tile
+]
+
+
+@pytest.mark.parametrize("form", ONE_ROW_FORMS, ids=lambda f: ("resident" if f[5] else "tiled")
+                         + ("-epilogue" if f[6] else "-init"))
+def test_one_row_forms_match_numpy_in_the_interpreter(form):
+    """The dot-free forms for one int4 row: every element written and right to the f16 rounding
+    of their products and sums of eight (a wrong group, scale or row gives errors of order 1)."""
+    result = triton_interpreter(_ONE_ROW, form)
+    assert result["finite"], "some output elements were never written"
+    assert result["err"] <= 1.5e-3, result
+
+
 # ----------------------------------------------------------------------------- the PTX widening
 def _f16x2(word: int) -> tuple:
     halves = np.array([word & 0xFFFF, word >> 16], dtype=np.uint16)
@@ -220,8 +271,12 @@ def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
 def test_rule_splits_k_until_every_sm_has_work():
     from inferx_compiler.passes.dequant_matvec import matvec_spec
 
-    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
+    spec = matvec_spec(2, 4096, 4096, "int4", 128, 132, 90)
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
+    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)  # one row: x resident, four programs a SM
+    assert (spec.dot, spec.split, spec.block_n, spec.grid, spec.has_init) == (False, 1, 4, (528, 1, 1), True)
+    spec = matvec_spec(1, 768, 3072, "int4", 128, 132, 90)  # 24 groups: tiles, in steps of 8 groups
+    assert (spec.dot, spec.programs, spec.block_n, spec.step, spec.grid) == (False, 0, 8, 1024, (96, 1, 1))
     spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 64-row tiles, slices of at least 8 steps
     assert (spec.block_m, spec.split, spec.grid) == (64, 4, (64, 4, 1))
     assert matvec_spec(8, 4096, 4096, "int4", 128, 132, 90).block_m == 16
@@ -231,11 +286,11 @@ def test_rule_splits_k_until_every_sm_has_work():
 
 
 # ----------------------------------------------------------------------------- builds
-def _build(tmp_path, extra: list) -> tuple[dict, dict]:
+def _build(tmp_path, extra: list, batch: int = 2) -> tuple[dict, dict]:
     onnx_path = save(wide_mlp(width=256, layers=2), tmp_path / "wide.onnx")
-    out = str(tmp_path / f"m{len(extra)}.ixa")
+    out = str(tmp_path / f"m{len(extra)}b{batch}.ixa")
     assert compile_main([onnx_path, "--target", "h200", "--precision", "int4", "--group-size", "64",
-                         "--batch-sizes", "2", "--no-measure", "-q", "-o", out, *extra]) == 0
+                         "--batch-sizes", str(batch), "--no-measure", "-q", "-o", out, *extra]) == 0
     return artifact_json(out)
 
 
@@ -256,3 +311,12 @@ def test_h200_int4_build_runs_the_kernel_and_disable_pass_restores_iree(tmp_path
     assert sum("not our kernel: dynamic rows" in r["decision"] for r in remarks) == 2
     _, report = _build(tmp_path, ["--disable-pass", "inferx-dequant-matvec"])
     assert not [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
+
+
+def test_h200_int4_batch_one_takes_the_resident_row_form(tmp_path):
+    """One row: both layers on the dot-free form with x resident (256 / 64 = 4 groups, a power of
+    two), each finishing its epilogue; compiled ahead of time like the others."""
+    _, report = _build(tmp_path, [], batch=1)
+    ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
+    assert sorted(d["loops"] for d in ours) == [[1, 256, 256]] * 2
+    assert all("x resident on" in d["config"] and d["config"].endswith("epilogue") for d in ours), ours

@@ -151,21 +151,24 @@ def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> 
     return _median_ms(torch, _graphed(torch, body), replays)
 
 
+FORMS = {"dot": (False, True), "wleft": (True, True), "free": (False, False)}  # (w_left, dot)
+
+
 def configs(m: int, kind: str, quick: bool, only: dict = None):
     """(block_m, block_n, split, warps, stages, block_k, w_left, dot) candidates; `only` replaces
-    a field's list (block_n, split, stages: lists of ints)."""
+    a field's list (block_n, split, stages, block_k, warps: lists of ints; form: names in FORMS)."""
     only = only or {}
     block_ms = [16] if m <= 16 else [16, 64]
     block_ns = only.get("block_n") or ([64, 128] if quick else [32, 64, 128])
     splits = only.get("split") or ([4, 8] if quick else [1, 2, 4, 8])
-    warps = [4] if quick else [4, 8]
+    warps = only.get("warps") or ([4] if quick else [4, 8])
     stages = only.get("stages") or ([3] if quick else [2, 3, 4, 6])
-    block_ks = [128, 256] if quick else [128, 256, 512]
-    yield from (c + (True,) for c in itertools.product(block_ms, block_ns, splits, warps, stages, block_ks,
-                                                       (False, True)))
-    if kind == "int4" and not only:  # the dot-free form: a row a program, a group a step
-        yield from ((1, bn, split, w, st, 128, False, False) for bn in (16, 32, 64) for split in (2, 4, 8)
-                    for w in warps for st in stages)
+    block_ks = only.get("block_k") or ([128, 256] if quick else [128, 256, 512])
+    forms = only.get("form") or (["dot", "wleft", "free"] if kind == "int4" and m == 1 else ["dot", "wleft"])
+    for form in forms:
+        w_left, dot = FORMS[form]
+        rows = block_ms if dot else [1]  # the dot-free form: one row a program
+        yield from (c + (w_left, dot) for c in itertools.product(rows, block_ns, splits, warps, stages, block_ks))
 
 
 def main(argv=None) -> int:
@@ -182,6 +185,10 @@ def main(argv=None) -> int:
     parser.add_argument("--block-n", help="comma list: only these weight rows a program")
     parser.add_argument("--split", help="comma list: only these split-K slice counts")
     parser.add_argument("--stages", help="comma list: only these pipeline depths")
+    parser.add_argument("--block-k", help="comma list: only these steps along K")
+    parser.add_argument("--warps", help="comma list: only these warp counts")
+    parser.add_argument("--form", help="comma list of dot, wleft, free (the dot-free one-row form)")
+    parser.add_argument("--programs", help="comma list: the resident-x form on this many programs")
     parser.add_argument("--slow-casts", action="store_true", help="Triton's integer casts, not the PTX widening")
     args = parser.parse_args(argv)
     import torch
@@ -204,11 +211,16 @@ def main(argv=None) -> int:
             peer = time_torch_fp16(torch, m, args.n, args.k, args.layers, args.replays)
             best = None
             only = {field: [int(v) for v in getattr(args, field).split(",")]
-                    for field in ("block_n", "split", "stages") if getattr(args, field)}
-            for bm, bn, split, warps, stages, bk, w_left, dot in configs(m, kind, args.quick, only):
+                    for field in ("block_n", "split", "stages", "block_k", "warps") if getattr(args, field)}
+            if args.form:
+                only["form"] = args.form.split(",")
+            programs_list = [int(v) for v in args.programs.split(",")] if args.programs else [0]
+            for (bm, bn, split, warps, stages, bk, w_left, dot), programs in itertools.product(
+                    configs(m, kind, args.quick, only), programs_list):
                 try:
                     spec = DequantSpec(m, args.n, args.k, kind, group, False, split, bm, bn, bk, warps, stages,
-                                       fast=not args.slow_casts, w_left=w_left, dot=dot)
+                                       fast=not args.slow_casts, w_left=w_left, dot=dot,
+                                       programs=programs)
                 except ValueError:
                     continue
                 try:
@@ -219,14 +231,22 @@ def main(argv=None) -> int:
                     continue
                 floor = args.layers * spec.weight_bytes / rate * 1e3
                 row = {"m": m, "kind": kind, "bm": bm, "bn": bn, "split": split, "warps": warps, "stages": stages,
-                       "bk": bk, "w_left": w_left, "dot": dot, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
+                       "bk": bk, "w_left": w_left, "dot": dot, "programs": programs, "ms": ms, "floor_ms": floor, "err": err, "torch_fp16_ms": peer}
                 rows.append(row)
                 if err < 1e-3 and (best is None or ms < best["ms"]):
                     best = row
+            ranked = sorted((r for r in rows if r.get("m") == m and r.get("kind") == kind and "ms" in r
+                             and r["err"] < 1e-3), key=lambda r: r["ms"])
+            for r in ranked[:8]:
+                print(f"  {r['ms'] * 1e3:7.1f} us  bm {r['bm']} bn {r['bn']} split {r['split']} warps {r['warps']} "
+                      f"stages {r['stages']} bk {r['bk']} w_left {r['w_left']} dot {r['dot']} programs {r['programs']} "
+                      f"err {r['err']:.1e}",
+                      flush=True)
             if best:
                 spec = DequantSpec(m, args.n, args.k, kind, group, False, best["split"], best["bm"], best["bn"],
                                    best["bk"], best["warps"], best["stages"], fast=not args.slow_casts,
-                                   w_left=best["w_left"], dot=best["dot"])
+                                   w_left=best["w_left"], dot=best["dot"],
+                                   programs=best["programs"])
                 best["kernel_us"] = time_chain(torch, spec, layers, args.replays, profile=True)
                 print(f"  kernels a replay (us): {best['kernel_us']}", flush=True)
                 print(f"{kind} M={m}: best {best['ms'] * 1e3:.1f} us (bm {best['bm']} bn {best['bn']} split "
