@@ -6,8 +6,9 @@
 The emulation (inferx_compiler.calibration, the same numpy quantizers and f16 activation rounding
 the compiled weight-only layers use) is what `auto` measures sensitivity with; a compiled layer
 that does not compute it is a miscompile, not quantization error. Cases: a MatMul MLP with a
-sensitive layer and a Gemm (transB) MLP at 2 and 64 rows (weights stored [N, K]), and a small
-BERT at batch 2 and 1 (rows are tokens: weights stored [K, N]). `run` prints, per case, the
+sensitive layer and a Gemm (transB) MLP at 2 and 64 rows (weights stored [N, K]), the Gemm MLP
+at one row (the kernel's dot-free form: x resident at width 256, 4 groups; tiles at width 384,
+6 groups), and a small BERT at batch 2 and 1 (rows are tokens: weights stored [K, N]). `run` prints, per case, the
 relative L2 against the emulation and against onnxruntime fp32.
 """
 
@@ -22,8 +23,9 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-# (name, rows, int4 group size)
-CASES = [("smlp", 2, 64), ("wmlp", 2, 64), ("wmlp64", 64, 64), ("bert_lite", 2, 128), ("bert_lite1", 1, 128)]
+# (name, model, rows, int4 group size)
+CASES = [("smlp", "smlp", 2, 64), ("wmlp", "wmlp", 2, 64), ("wmlp64", "wmlp", 64, 64), ("wmlp1", "wmlp", 1, 64),
+         ("wmlp384_1", "wmlp384", 1, 64), ("bert_lite", "bert_lite", 2, 128), ("bert_lite1", "bert_lite", 1, 128)]
 PRECISIONS = ("int8", "int4")
 
 
@@ -35,10 +37,10 @@ def _models(out: str) -> dict:
     import e2e_models
     import models
 
-    paths = {"smlp": os.path.join(out, "smlp.onnx"), "wmlp": os.path.join(out, "wmlp.onnx"),
-             "bert_lite": os.path.join(out, "bert_lite.onnx")}
+    paths = {name: os.path.join(out, f"{name}.onnx") for name in ("smlp", "wmlp", "wmlp384", "bert_lite")}
     onnx.save(e2e_models.sensitive_mlp(), paths["smlp"])
     onnx.save(e2e_models.wide_mlp(width=256, layers=2), paths["wmlp"])
+    onnx.save(e2e_models.wide_mlp(width=384, layers=2), paths["wmlp384"])
     onnx.save(onnx.load(models.path("bert_lite")), paths["bert_lite"])
     return paths
 
@@ -61,8 +63,7 @@ def prepare(out: str) -> None:
 
     os.makedirs(out, exist_ok=True)
     paths = _models(out)
-    for name, rows, group in CASES:
-        base = name.rstrip("0123456789") if name != "bert_lite1" else "bert_lite"
+    for name, base, rows, group in CASES:
         path = paths[base]
         feeds = _feeds(name, path, rows)
         np.savez(os.path.join(out, f"{name}.feeds.npz"), **feeds)
@@ -81,7 +82,7 @@ def prepare(out: str) -> None:
                 path, "--target", "h200", "--precision", precision, "--group-size", str(group),
                 "--batch-sizes", str(rows), "-o", artifact, "-q"], check=True)
     with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump([[name, p] for name, _, _ in CASES for p in PRECISIONS], f)
+        json.dump([[name, p] for name, _, _, _ in CASES for p in PRECISIONS], f)
 
 
 def run(out: str) -> int:
