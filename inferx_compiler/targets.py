@@ -134,6 +134,14 @@ class Target:
                       for op in DATA_TILING_OPS]
             if self.conv_microkernel:
                 flags.append("--iree-llvmcpu-enable-ukernels=mmt4d,conv_nchwc")
+            # f32 reductions reassociated (IREE 3.13's default: not): a row's max or sum then runs
+            # in vector lanes with one horizontal step at its end, not a scalar chain per 16
+            # values. A softmax over BERT's 12x128x128 scores, one thread, 0.53 -> 0.28 ms
+            # (onnxruntime 0.07); BERT-base b1, 2 threads, int8 28.2 -> 26.5 ms, fp32 90.6 -> 88.6,
+            # GPT-2 134 -> 132, ResNet-50 and the MLP unchanged (tools/bench/knobs.py, an AMX Xeon,
+            # 2026-12-04, docs/bench/2026-12-04-cpu-reassociate/). Sums in another order: results
+            # agree to f32 rounding.
+            flags.append("--iree-llvmcpu-reassociate-fp-reductions=true")
             # A process-wide IREE option: always set, so that one build's value never carries
             # into the next build of the process (a different one is refused there).
             tile_bytes = self.matmul_tile_bytes or matmul_tile_bytes_for(self.l2_bytes)

@@ -109,6 +109,8 @@ def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
     assert "--iree-llvmcpu-matmul-tile-bytes=1048576" in get_target("x86-avx512").iree_flags()  # 1 MiB L2
     assert f"--iree-llvmcpu-matmul-tile-bytes={IREE_MATMUL_TILE_BYTES}" in get_target("x86-avx2").iree_flags()
     assert not any("matmul-tile-bytes" in f for f in get_target("h200").iree_flags())
+    for name in ("cpu", "x86-avx2", "x86-avx512"):  # f32 reductions in vector lanes (Target.iree_flags says why)
+        assert "--iree-llvmcpu-reassociate-fp-reductions=true" in get_target(name).iree_flags()
     user = "--iree-llvmcpu-matmul-tile-bytes=4096"
     flags = iree_flags(host, CompileOptions(target="cpu", extra_iree_flags=(user,)))
     assert [f for f in flags if "matmul-tile-bytes" in f] == [user]
