@@ -305,15 +305,15 @@ DATA_TILING_ON = "--iree-opt-data-tiling=true"
 
 def _c_kernels_used(dispatches: list) -> dict:
     """{source: {"object_sha256", "c_compiler"}} of our C kernels linked into the module (CPU
-    targets: the VNNI, AMX and f32 kernels, and each generated epilogue variant of the f32 kernel
+    targets: the VNNI, AMX, f32 and softmax kernels, and each generated epilogue variant of the f32 kernel
     as "f32_gemm_<tag>.c (generated)"), for the manifest: a rebuild with another C compiler can
     differ."""
-    from .passes.cpu_extern import SOURCE_OF_KIND
+    from .passes.cpu_extern import ROW_SOURCES, SOURCE_OF_KIND
 
     from .kernels import cpu_objects
 
     used = {}
-    for kind, source in SOURCE_OF_KIND.items():
+    for kind, source in {**SOURCE_OF_KIND, **ROW_SOURCES}.items():
         if source not in used and any(re.match(rf"inferx_{kind}_[0-9D]", d.get("dispatch", "")) for d in dispatches):
             built = cpu_objects.build(source)  # cached: the object the build linked
             used[source] = {"object_sha256": built.sha256, "c_compiler": built.compiler}

@@ -146,15 +146,8 @@ def _memref(shape: list, element: str) -> str:
     return "memref<" + "x".join(str(d) for d in shape) + f"x{element}>"
 
 
-def _executable(p: KernelProduct, object_path: str) -> str:
-    """The executable's text. Static rows: constants; dynamic rows: the row count is the
-    dispatch's workload and its last operand (an index), and the row dims are `?`."""
-    mt, nt = p.tile()
-    dynamic = p.m == DYNAMIC
-    bindings = p.bindings()
-    pointer_args = ", ".join(f"memref<{e}>, index" for _, e in bindings)
-    i64s = ", ".join(["i64"] * (1 + len(p.sizes()) + 4))
-    args = ", ".join(f"%b{i}: !stream.binding" for i in range(len(bindings))) + (", %rows: index" if dynamic else "")
+def _bound_pointers(bindings) -> tuple[list[str], list[str]]:
+    """(lines, call arguments): each binding's subspan as a memref and its (base pointer, offset)."""
     body, call_args = [], []
     for i, (shape, element) in enumerate(bindings):
         memref = _memref(shape, element)
@@ -165,6 +158,19 @@ def _executable(p: KernelProduct, object_path: str) -> str:
         body.append(f"%mem{i} = stream.binding.subspan %b{i}[%c0] : !stream.binding -> {memref}{dims}")
         body.append(f"{results} = iree_codegen.extract_strided_metadata %mem{i} : {memref} -> {kinds}")
         call_args += [f"%base{i}", f"%off{i}"]
+    return body, call_args
+
+
+def _executable(p: KernelProduct, object_path: str) -> str:
+    """The executable's text. Static rows: constants; dynamic rows: the row count is the
+    dispatch's workload and its last operand (an index), and the row dims are `?`."""
+    mt, nt = p.tile()
+    dynamic = p.m == DYNAMIC
+    bindings = p.bindings()
+    pointer_args = ", ".join(f"memref<{e}>, index" for _, e in bindings)
+    i64s = ", ".join(["i64"] * (1 + len(p.sizes()) + 4))
+    args = ", ".join(f"%b{i}: !stream.binding" for i in range(len(bindings))) + (", %rows: index" if dynamic else "")
+    body, call_args = _bound_pointers(bindings)
     if dynamic:
         workload = "%rows: index"
         y_count = [f"%cmt = arith.constant {mt} : index", "%y = arith.ceildivui %rows, %cmt : index"]
@@ -209,17 +215,24 @@ stream.executable private @{p.symbol} attributes {{
 
 def declare(module, product: KernelProduct, object_path: str) -> None:
     """Add the executable for `product` at the top of `module` (once per product)."""
+    _declare_text(module, product.symbol, lambda: _executable(product, object_path),
+                  lambda executable: _annotate_entry(executable, product))
+
+
+def _declare_text(module, symbol: str, text, annotate) -> None:
+    """Parse the executable `text()` and put it at the top of `module`, unless `symbol` is there;
+    `annotate(executable)` first."""
     from iree.compiler import ir
 
     body = module.regions[0].blocks[0]
-    if any(_symbol(op) == product.symbol for op in body.operations):
+    if any(_symbol(op) == symbol for op in body.operations):
         return
     ctx = module.context
     for name in ("stream", "flow", "hal", "iree_codegen"):
         ctx.dialects[name]
-    scratch = ir.Module.parse(_executable(product, object_path), ctx)
+    scratch = ir.Module.parse(text(), ctx)
     executable = scratch.body.operations[0]
-    _annotate_entry(executable, product)
+    annotate(executable)
     first = body.operations[0] if len(body.operations) else None
     if first is not None:
         executable.move_before(first)
@@ -344,7 +357,101 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),
         "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, {how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})
-    inner = [op for op in executable.regions[0].blocks[0].operations if op.name == "builtin.module"][0]
-    entry = [op for op in inner.regions[0].blocks[0].operations if _symbol(op) == p.symbol][0]
+    entry = _entry_function(executable, p.symbol)
     entry.attributes[REPORT_ATTR] = report
     entry.attributes[CONFIG_ATTR] = config
+
+
+# ----------------------------------------------------------------------------- row kernels
+ROW_TILE_BYTES = 32 * 1024  # the rows a workgroup takes: about this many bytes of input
+ROW_SOURCES = {"softmax": "softmax_rows.c"}  # row kernel name -> its C source (kernels/)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowKernel:
+    """A kernel over the rows of a static f32 [R, N] tensor, Y[r, :] = f(X[r, :]): its C function
+    `inferx_<name>_rows(x, x_offset, y, y_offset, R, N, r0, rt)` computes rows [r0, r0 + rt)."""
+
+    name: str  # "softmax": kernels/softmax_rows.c
+    rows: int
+    n: int
+    root: str  # the report's root: what runs, on which unit
+    how: str  # the report's configuration text
+
+    @property
+    def symbol(self) -> str:
+        return f"inferx_{self.name}_{self.rows}x{self.n}"
+
+    @property
+    def entry(self) -> str:
+        return f"inferx_{self.name}_rows"
+
+    def tile_rows(self) -> int:
+        return max(1, min(self.rows, ROW_TILE_BYTES // (4 * self.n)))
+
+
+def _rows_executable(k: RowKernel, object_path: str) -> str:
+    rt = k.tile_rows()
+    body, call_args = _bound_pointers([([k.rows, k.n], "f32"), ([k.rows, k.n], "f32")])
+    body += [f"%rows = arith.constant {k.rows} : i64", f"%n = arith.constant {k.n} : i64",
+             f"%rt = arith.constant {rt} : i64", "%wxi = arith.index_cast %wx : index to i64",
+             "%r0 = arith.muli %wxi, %rt : i64",
+             f"func.call @{k.entry}({', '.join(call_args + ['%rows', '%n', '%r0', '%rt'])}) : "
+             "(memref<f32>, index, memref<f32>, index, i64, i64, i64, i64) -> ()"]
+    indent = "\n      "
+    return f'''
+stream.executable private @{k.symbol} attributes {{
+  hal.executable.objects = #hal.executable.objects<{{
+    {X86_64_OBJECT_TARGET} = [#hal.executable.object<{{path = "{object_path}"}}>]}}>
+}} {{
+  stream.executable.export public @{k.symbol} workgroups() -> (index, index, index) {{
+    %x = arith.constant {-(-k.rows // rt)} : index
+    %one = arith.constant 1 : index
+    stream.return %x, %one, %one : index, index, index
+  }}
+  builtin.module {{
+    func.func private @{k.entry}(memref<f32>, index, memref<f32>, index, i64, i64, i64, i64) attributes {{hal.import.static, llvm.bareptr = true}}
+    func.func @{k.symbol}(%b0: !stream.binding, %b1: !stream.binding) {{
+      %c0 = arith.constant 0 : index
+      %wx = stream.dispatch.workgroup.id[0] : index
+      {indent.join(body)}
+      return
+    }}
+  }}
+}}
+'''
+
+
+def row_kernel(module, kernel: RowKernel, x, object_path: str, pass_name: str):
+    """Y = kernel(x) for x f32 [kernel.rows, kernel.n] at the current insertion point: declares
+    the kernel's executable in `module` (once per shape) and dispatches it."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import flow
+
+    _declare_text(module, kernel.symbol, lambda: _rows_executable(kernel, object_path),
+                  lambda executable: _annotate_rows(executable, kernel, pass_name))
+    entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([kernel.symbol, kernel.symbol])])
+    return flow.DispatchOp([x.type], [], entry, [x], [], []).results[0]
+
+
+def _annotate_rows(executable, k: RowKernel, pass_name: str) -> None:
+    from iree.compiler import ir
+
+    from .dispatch_config import CONFIG_ATTR
+    from .dispatch_report import REPORT_ATTR
+
+    i64 = ir.IntegerType.get_signless(64)
+    _entry_function(executable, k.symbol).attributes[REPORT_ATTR] = ir.DictAttr.get({
+        "root": ir.StringAttr.get(k.root), "kind": ir.StringAttr.get(k.name),
+        "element_type": ir.StringAttr.get("f32"), "loops": ir.DenseI64ArrayAttr.get([k.rows, k.n]),
+        "flops": ir.IntegerAttr.get(i64, 0), "linalg_ops": ir.IntegerAttr.get(i64, 0),
+        "fused": ir.ArrayAttr.get([])})
+    _entry_function(executable, k.symbol).attributes[CONFIG_ATTR] = ir.DictAttr.get({
+        "source": ir.StringAttr.get(f"rule ({pass_name})"), "signature": ir.StringAttr.get(f"{k.name} rows {k.rows}x{k.n}"),
+        "config": ir.StringAttr.get(f"{k.tile_rows()} rows a workgroup, {k.how}"),
+        "candidates": ir.IntegerAttr.get(i64, 0)})
+
+
+def _entry_function(executable, symbol: str):
+    inner = [op for op in executable.regions[0].blocks[0].operations if op.name == "builtin.module"][0]
+    return [op for op in inner.regions[0].blocks[0].operations if _symbol(op) == symbol][0]
