@@ -1,0 +1,36 @@
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-cpu-math{target=x86-avx512})' | filecheck %s
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-cpu-math{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK --allow-empty
+
+// Left alone, without a remark: a division by a value that varies (a softmax's sum), by a
+// constant zero (x / 0 is inf or NaN, not x * inf), f16 arithmetic.
+// REMARK-NOT: remark
+// CHECK-LABEL: func.func @kept(
+// CHECK-COUNT-3: arith.divf
+// CHECK:         math.erf
+func.func @kept(%x: tensor<4x8xf32>, %s: tensor<4x1xf32>, %h: tensor<4x8xf16>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf16>) {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f16
+  %e = tensor.empty() : tensor<4x8xf32>
+  %eh = tensor.empty() : tensor<4x8xf16>
+  %n = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, 0)>, affine_map<(d0, d1) -> (d0, d1)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : tensor<4x8xf32>, tensor<4x1xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %c: f32, %o: f32):
+    %v = arith.divf %a, %c : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %z = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.divf %a, %zero : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %hh = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]}
+      ins(%h : tensor<4x8xf16>) outs(%eh : tensor<4x8xf16>) {
+  ^bb0(%a: f16, %o: f16):
+    %v = arith.divf %a, %two : f16
+    %w = math.erf %v : f16
+    linalg.yield %w : f16
+  } -> tensor<4x8xf16>
+  return %n, %z, %hh : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf16>
+}
