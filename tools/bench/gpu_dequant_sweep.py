@@ -28,7 +28,7 @@ sys.path.insert(0, ROOT)
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function  # noqa: E402
 
 
-def _median_ms(torch, fn, replays: int) -> float:
+def median_ms(torch, fn, replays: int) -> float:
     """Median device time of one call of `fn` (a graph replay), from events around each call."""
     times = []
     for _ in range(replays):
@@ -41,7 +41,7 @@ def _median_ms(torch, fn, replays: int) -> float:
     return statistics.median(times)
 
 
-def _graphed(torch, body):
+def graphed(torch, body):
     body()  # compile (Triton JIT) and warm up outside the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
@@ -57,7 +57,7 @@ def copy_rate(torch) -> float:
     """Device-to-device copy, bytes read plus written per second (1 GiB buffers)."""
     a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
     b = torch.empty_like(a)
-    ms = _median_ms(torch, lambda: b.copy_(a), 20)
+    ms = median_ms(torch, lambda: b.copy_(a), 20)
     return 2 * a.numel() / (ms * 1e-3)
 
 
@@ -121,10 +121,10 @@ def time_chain(torch, spec: DequantSpec, layers, replays: int, profile: bool = F
             if spec.split > 1:
                 torch.sum(out, dim=0, out=total)
 
-    replay = _graphed(torch, body)
+    replay = graphed(torch, body)
     if profile:
         return kernel_times(torch, replay)
-    return _median_ms(torch, replay, replays)
+    return median_ms(torch, replay, replays)
 
 
 def time_streaming(torch, layers, replays: int) -> float:
@@ -137,7 +137,7 @@ def time_streaming(torch, layers, replays: int) -> float:
         for w, total in zip(words, sums):
             torch.sum(w, dim=(0, 1), out=total)
 
-    return _median_ms(torch, _graphed(torch, body), replays)
+    return median_ms(torch, graphed(torch, body), replays)
 
 
 def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> float:
@@ -148,7 +148,7 @@ def time_torch_fp16(torch, m: int, n: int, k: int, count: int, replays: int) -> 
         for w in weights:
             torch.nn.functional.linear(x, w)
 
-    return _median_ms(torch, _graphed(torch, body), replays)
+    return median_ms(torch, graphed(torch, body), replays)
 
 
 FORMS = {"dot": (False, True), "wleft": (True, True), "free": (False, False)}  # (w_left, dot)

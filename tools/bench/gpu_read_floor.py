@@ -17,32 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_dequant_sweep import graphed, median_ms  # noqa: E402  (CUDA-graph replays timed with events)
 
 
 def _median_us(torch, fn, replays: int) -> float:
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
-
-
-def _graphed(torch, body):
-    body()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        body()
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    return graph.replay
+    return 1e3 * median_ms(torch, fn, replays)
 
 
 def kernels():
@@ -98,8 +80,8 @@ def main(argv=None) -> int:
         def at_once():
             read_sum[(programs * args.layers,)](whole, total, per_program, block, num_warps=4)
 
-        chain_us = _median_us(torch, _graphed(torch, chain), args.replays)
-        once_us = _median_us(torch, _graphed(torch, at_once), args.replays)
+        chain_us = _median_us(torch, graphed(torch, chain), args.replays)
+        once_us = _median_us(torch, graphed(torch, at_once), args.replays)
         results["rows"].append({"programs": programs, "chain_us": chain_us, "at_once_us": once_us})
         print(f"{programs:5d} programs a layer: chain of {args.layers} launches {chain_us:6.1f} us "
               f"({args.layers * args.bytes / chain_us / 1e6:.2f} TB/s), one launch {once_us:6.1f} us "
@@ -110,7 +92,7 @@ def main(argv=None) -> int:
         for _ in layers:
             empty[(132,)](sink)
 
-    results["empty_chain_us"] = _median_us(torch, _graphed(torch, launches), args.replays)
+    results["empty_chain_us"] = _median_us(torch, graphed(torch, launches), args.replays)
     print(f"{args.layers} empty launches: {results['empty_chain_us']:.1f} us", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "read_floor.json"), "w") as f:
