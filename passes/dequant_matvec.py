@@ -25,8 +25,8 @@ and finish those ops: slower in the kernel (84.5 against 75.2 us for the eight l
 sums) but a launch fewer a layer, which IREE's per-call host work makes the larger cost (the MLP
 at batch 1: 0.222 -> 0.209 ms a call). One int4 row takes the dot-free form instead, always in
 one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row tensor-core tile
-that is 15/16 padding, with x loaded once a program where the whole row fits (44 us in the kernel
-for the MLP's eight layers against the tensor-core form's 71). Measured on an H200
+that is 15/16 padding, with x loaded once a program where the whole row fits (the MLP's eight
+layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call). Measured on an H200
 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
@@ -53,9 +53,10 @@ MAX_SPLIT = 8
 FUSED_BLOCK_N = 32
 FUSED_STEP = 256
 PROGRAMS_PER_SM = 3
-# one int4 row (tools/bench/gpu_dequant_sweep.py on an H200, docs/bench/2026-12-04-h200-int4-row/):
-# the dot-free form (f16 products on the CUDA cores) against 71 us in the kernel for the tensor-core
-# form's best one-slice tile; x resident 44 us, tiles of 8 rows in steps of 2048 values 50 us
+# one int4 row (tools/bench/gpu_dequant_sweep.py on an H200, docs/bench/2026-12-04-h200-int4-row/,
+# 8 layers of 4096x4096, kernel time): the tensor-core form's best one-slice tile 71 us; the
+# dot-free form (f16 products on the CUDA cores) in one run x resident 44 us, tiles of 8 rows in
+# steps of 2048 values 50 us; 4 rows and 4 programs a SM the sweep's best for x resident
 RESIDENT_BLOCK_N = 4
 ONE_ROW_PROGRAMS_PER_SM = 4
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
