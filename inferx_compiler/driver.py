@@ -34,7 +34,7 @@ from .log import BuildLog
 from .onnx_nodes import attribute_failure
 from .options import EMIT_CHOICES, PRECISIONS, CompileOptions
 from .mlir_contexts import module_to_bytecode, new_graph_context
-from .targets import Target, get_target
+from .targets import AGGRESSIVE_FUSION_FLAG, Target, get_target
 from .passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
 from .specialization import DEFAULT_STATIC_BATCHES, Specialization, batch_specializations
 from .versions import stack_versions
@@ -329,7 +329,9 @@ def _c_kernels_used(dispatches: list) -> dict:
 def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,
                            dispatch: str, files: dict[str, str], forced_data_tiling: bool = False,
                            isolated_pipeline: Optional[str] = None):
-    """IREE with the target's flags. If IREE's data tiling fails on this model, build again with
+    """IREE with the target's flags. If IREE fails with the target's aggressive dispatch fusion
+    (Target.iree_flags: some layer norms then exceed IREE's CPU stack limit), build again without
+    it. If IREE's data tiling fails on this model, build again with
     `isolated_pipeline` (inferx-isolate-casts added: IREE 3.13 cannot data-tile a BERT-size layer
     norm that feeds bf16 matmuls), and if that fails too, without data tiling (IREE 3.13 also
     rejects some bool-masked attention graphs in linalg.pack; not when the build forces a
@@ -345,9 +347,16 @@ def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, inp
     try:
         return build(input_pipeline, flags)
     except PipelineError as e:
-        if DATA_TILING_ON not in flags:
-            raise
         failure = e
+    if AGGRESSIVE_FUSION_FLAG in flags:
+        log.step(f"IREE failed with aggressive dispatch fusion ({_first_error(failure)}); building again without it")
+        flags = [f for f in flags if f != AGGRESSIVE_FUSION_FLAG]
+        try:
+            return build(input_pipeline, flags)
+        except PipelineError as e:
+            failure = e
+    if DATA_TILING_ON not in flags:
+        raise failure
     if isolated_pipeline and isolated_pipeline != input_pipeline:
         log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again with inferx-isolate-casts")
         try:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import inferx_compiler
-from helpers import onnxruntime_outputs, rel_l2, save
+from helpers import artifact_json, onnxruntime_outputs, rel_l2, save
 from e2e_models import MODELS, random_inputs
 from inferx_compiler.cli.compile import main as compile_main
 
@@ -130,6 +130,48 @@ def test_emit_stages(tmp_path, emit, marker):
     out = tmp_path / f"m.{emit}.mlir"
     assert compile_main([onnx_path, "--target", "cpu", "--emit", emit, "-o", str(out), "-q"]) == 0
     assert marker in out.read_text()
+
+
+def _norm_block(d=768, s=128, n=256, seed=0):
+    """x + pos -> LayerNormalization -> MatMul d x n + bias -> MatMul n x d -> + (x + pos): a
+    GPT-2-like block whose layer norm IREE 3.13 cannot compile with aggressive dispatch fusion
+    on CPU (its dispatch exceeds the 32 KiB stack limit at d = 768, s = 128)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    arrays = {"g": rng.standard_normal(d), "b": rng.standard_normal(d), "pos": rng.standard_normal((s, d)),
+              "w": rng.standard_normal((d, n)) / np.sqrt(d), "wb": rng.standard_normal(n),
+              "w2": rng.standard_normal((n, d)) / np.sqrt(n)}
+    inits = [numpy_helper.from_array(a.astype(np.float32), name) for name, a in arrays.items()]
+    nodes = [helper.make_node("Add", ["x", "pos"], ["h"], name="embed"),
+             helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"], axis=-1, epsilon=1e-5, name="ln"),
+             helper.make_node("MatMul", ["n", "w"], ["q"], name="up"),
+             helper.make_node("Add", ["q", "wb"], ["qb"], name="up_bias"),
+             helper.make_node("MatMul", ["qb", "w2"], ["o"], name="down"),
+             helper.make_node("Add", ["o", "h"], ["y"], name="residual")]
+    graph = helper.make_graph(nodes, "norm_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, s, d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, s, d])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_aggressive_fusion_fallback(tmp_path, capfd):
+    """CPU targets build with IREE's aggressive dispatch fusion; where IREE fails with it (this
+    layer norm), the build goes through without it, keeping data tiling, says so, and records
+    the flags it really used."""
+    from inferx_compiler.targets import AGGRESSIVE_FUSION_FLAG, get_target
+
+    assert AGGRESSIVE_FUSION_FLAG in get_target("x86-avx512").iree_flags()
+    path = save(_norm_block(), tmp_path / "norm.onnx")
+    out = tmp_path / "norm.ixa"
+    assert compile_main([path, "--target", "x86-avx512", "--no-measure", "-o", str(out)]) == 0
+    assert "IREE failed with aggressive dispatch fusion" in capfd.readouterr().err
+    manifest, _ = artifact_json(out)
+    assert AGGRESSIVE_FUSION_FLAG not in manifest["iree_flags"]
+    assert "--iree-opt-data-tiling=true" in manifest["iree_flags"] and not manifest.get("notes")
+    if "avx512f" in get_target("cpu").features:
+        x = np.random.default_rng(1).standard_normal((1, 128, 768)).astype(np.float32)
+        got = inferx_compiler.load(str(out)).run({"x": x})["y"]
+        assert rel_l2(got, onnxruntime_outputs(path, {"x": x})["y"]) <= 1e-4
 
 
 def test_data_tiling_fallback(tmp_path, capfd):
