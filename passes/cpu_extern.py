@@ -441,12 +441,13 @@ def _annotate_rows(executable, k: RowKernel, pass_name: str) -> None:
     from .dispatch_report import REPORT_ATTR
 
     i64 = ir.IntegerType.get_signless(64)
-    _entry_function(executable, k.symbol).attributes[REPORT_ATTR] = ir.DictAttr.get({
+    entry = _entry_function(executable, k.symbol)
+    entry.attributes[REPORT_ATTR] = ir.DictAttr.get({
         "root": ir.StringAttr.get(k.root), "kind": ir.StringAttr.get(k.name),
         "element_type": ir.StringAttr.get("f32"), "loops": ir.DenseI64ArrayAttr.get([k.rows, k.n]),
         "flops": ir.IntegerAttr.get(i64, 0), "linalg_ops": ir.IntegerAttr.get(i64, 0),
         "fused": ir.ArrayAttr.get([])})
-    _entry_function(executable, k.symbol).attributes[CONFIG_ATTR] = ir.DictAttr.get({
+    entry.attributes[CONFIG_ATTR] = ir.DictAttr.get({
         "source": ir.StringAttr.get(f"rule ({pass_name})"), "signature": ir.StringAttr.get(f"{k.name} rows {k.rows}x{k.n}"),
         "config": ir.StringAttr.get(f"{k.tile_rows()} rows a workgroup, {k.how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})

@@ -28,40 +28,43 @@ from typing import ClassVar, Optional
 from .base import TargetedPass
 from .cpu_extern import ROW_SOURCES
 from .iree_ir import before_reshapes, body_ops, defining_op, is_zero_fill
-from .linalg_analysis import all_parallel, collect, indexing_maps
+from .linalg_analysis import all_parallel, collect, indexing_maps, reduction_loops
 from .remarks import remark
 
 SOURCE = ROW_SOURCES["softmax"]
 
 
-def _single_op_body(op, name: str) -> Optional[object]:
-    """The one computing op of a generic's body when it is `name` and its result is yielded."""
-    body = body_ops(op)
-    if len(body) == 2 and body[0].name == name and body[1].name == "linalg.yield" \
-            and body[1].operands[0] == body[0].results[0]:
-        return body[0]
-    return None
-
-
-def _block_args(op, operation) -> list:
-    """Which block arguments (by position) `operation`'s operands are; -1 for anything else."""
+def _binary_body(op, name: str, commutative: bool = False) -> bool:
+    """Whether a generic's body is `name(arg0, arg1)` yielded (either order when `commutative`)."""
     from iree.compiler import ir
 
+    body = body_ops(op)
+    if len(body) != 2 or body[0].name != name or body[1].name != "linalg.yield" \
+            or body[1].operands[0] != body[0].results[0]:
+        return False
     args = list(op.regions[0].blocks[0].arguments)
-    return [next((i for i, a in enumerate(args) if a == v), -1) if isinstance(v, ir.BlockArgument) else -1
-            for v in operation.operands]
+    used = [next((i for i, a in enumerate(args) if a == v), -1) if isinstance(v, ir.BlockArgument) else -1
+            for v in body[0].operands]
+    return used == [0, 1] or (commutative and used == [1, 0])
+
+
+def _unary_body(op, name: str) -> bool:
+    body = body_ops(op)
+    return len(body) == 2 and body[0].name == name and body[1].operands[0] == body[0].results[0]
 
 
 def _is_identity(m, rank: int) -> bool:
-    return m.n_dims == rank and m.is_permutation and all(
-        str(r) == f"d{i}" for i, r in enumerate(m.results))
+    from iree.compiler import ir
+
+    return m == ir.AffineMap.get_identity(rank)
 
 
 def _is_row_value(m, rank: int) -> bool:
     """(d0, ..., dn) -> (d0, ..., dn-1) or (d0, ..., dn-1, 0): one value a row, broadcast along it."""
-    results = [str(r) for r in m.results]
-    lead = [f"d{i}" for i in range(rank - 1)]
-    return m.n_dims == rank and (results == lead or results == lead + ["0"])
+    from iree.compiler import ir
+
+    lead = [ir.AffineDimExpr.get(i) for i in range(rank - 1)]
+    return m in (ir.AffineMap.get(rank, 0, lead), ir.AffineMap.get(rank, 0, lead + [ir.AffineConstantExpr.get(0)]))
 
 
 def _generic(value):
@@ -72,33 +75,29 @@ def _generic(value):
 def match(div) -> tuple[Optional[tuple], Optional[str]]:
     """(x, the ops of the chain) when `div` is y = e / sum(e) with e = exp(x - b); (None, why)
     when the chain is a softmax the kernel declines; (None, None) when it is none."""
-    if len(div.operands) != 3 or not all_parallel(div) or _single_op_body(div, "arith.divf") is None:
+    if len(div.operands) != 3 or not all_parallel(div) or not _binary_body(div, "arith.divf"):
         return None, None
-    if _block_args(div, _single_op_body(div, "arith.divf")) != [0, 1]:
-        return None, None
-    y = div.results[0]
-    rank = len(y.type.shape)
+    rank = len(div.results[0].type.shape)
     maps = indexing_maps(div)
     if not (_is_identity(maps[0], rank) and _is_row_value(maps[1], rank)):
         return None, None
     exp, total = _generic(div.operands[0]), _generic(div.operands[1])
     if exp is None or total is None or exp.results[0] != div.operands[0]:
         return None, None
-    if len(exp.operands) != 2 or not all_parallel(exp) or _single_op_body(exp, "math.exp") is None:
+    if len(exp.operands) != 2 or not all_parallel(exp) or not _unary_body(exp, "math.exp"):
         return None, None
-    add = _single_op_body(total, "arith.addf")
     total_maps = indexing_maps(total)
-    if (add is None or len(total.operands) != 2 or total.operands[0] != exp.results[0]
-            or sorted(_block_args(total, add)) != [0, 1] or not is_zero_fill(total.operands[1])
+    if (len(total.operands) != 2 or total.operands[0] != exp.results[0]
+            or not _binary_body(total, "arith.addf", commutative=True) or not is_zero_fill(total.operands[1])
             or not _is_identity(total_maps[0], rank) or not _is_row_value(total_maps[1], rank)
-            or [str(t) for t in total.attributes["iterator_types"]][-1] != "#linalg.iterator_type<reduction>"):
+            or reduction_loops(total) != [rank - 1]):
         return None, None
     sub = _generic(exp.operands[0])
-    if sub is None or len(sub.operands) != 3 or _single_op_body(sub, "arith.subf") is None:
+    if sub is None or len(sub.operands) != 3 or not _binary_body(sub, "arith.subf"):
         return None, None
     sub_maps = indexing_maps(sub)
-    if (_block_args(sub, _single_op_body(sub, "arith.subf")) != [0, 1] or not _is_identity(sub_maps[0], rank)
-            or not _is_row_value(sub_maps[1], rank) or sub.results[0] != exp.operands[0]):
+    if (not _is_identity(sub_maps[0], rank) or not _is_row_value(sub_maps[1], rank)
+            or sub.results[0] != exp.operands[0]):
         return None, None
     x = sub.operands[0]
     users = [u.owner for u in exp.results[0].uses]
