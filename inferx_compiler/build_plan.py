@@ -85,6 +85,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         passes.append("inferx-unbroadcast-matmul")
     if uses_conv_strategy(target, options):
         allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
+        if not options.runs("inferx-f32-matmul"):
+            allowed += " kernel=false"  # the pass that carries out the `kernel` choice does not run
         passes.append(f"inferx-conv-strategy{{target={target.name}{allowed}}}")
     if options.fuse_attention != "off" and target.executable and options.runs("inferx-fuse-attention"):
         force = " force=true" if options.fuse_attention == "on" else ""

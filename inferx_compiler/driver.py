@@ -318,7 +318,7 @@ def _c_kernels_used(dispatches: list) -> dict:
             built = cpu_objects.build(source)  # cached: the object the build linked
             used[source] = {"object_sha256": built.sha256, "c_compiler": built.compiler}
     for d in dispatches:
-        match = re.match(r"inferx_f32l_\w+_e([0-9a-f]+)$", d.get("dispatch", ""))
+        match = re.match(r"inferx_f32[lc]_\w+_e([0-9a-f]+)$", d.get("dispatch", ""))
         if match and d.get("object_sha256"):
             compiler = used.get("f32_gemm.c", {}).get("c_compiler", "")
             used[f"f32_gemm_{match.group(1)}.c (generated)"] = {"object_sha256": d["object_sha256"],

@@ -11,6 +11,17 @@ ONNX and FX importers produce). For each convolution it decides one of
             `iree-linalg-ext-convert-conv2d-to-winograd` (F(6,3)) rewrites it in
             preprocessing (the bias is first detached from the conv's init, see
             `PREPROCESSING_PIPELINE`);
+  kernel    3x3 and larger f32 filters (any stride, dilation and zero padding, at most 64 taps) on
+            targets whose record runs f32 products on our AVX-512 kernel (`Target.f32_kernel`,
+            Intel Xeons) and with a C compiler, where IREE's NCHWc microkernel does not apply
+            (channels off its 16-channel blocks: im2col before) or the output has at most
+            KERNEL_NCHWC_MAX_PIXELS pixels: marked `inferx.conv_strategy = "kernel"`;
+            inferx-f32-matmul replaces it by f32_gemm.c's convolution entry, which gathers
+            each tile's column panels straight from the image (implicit im2col: no column
+            matrix, no padded copy, no NCHWc relayout) for its 14x32 register tile, with the
+            bias, ReLU and residual after it in its epilogue. On a Xeon with AVX-512, ResNet-50
+            at batch 1 (tools/bench/dispatch_profile.py): the 7x7 layers at two threads 171-235
+            GFLOP/s against NCHWc's 130-156; at one thread every 3x3 layer 107-165 against 85-134;
   nchwc     3x3 and larger f32 filters, dilation 1, input and output channels multiples of the
             microkernel's 16-channel blocks, on targets whose record has IREE's NCHWc conv
             microkernel (`Target.conv_microkernel`: AVX-512): left a convolution, marked
@@ -132,7 +143,14 @@ class Decision:
     reason: str
 
 
-ALGORITHMS = ("matmul", "nchwc", "winograd", "im2col", "s2d")
+ALGORITHMS = ("matmul", "kernel", "nchwc", "winograd", "im2col", "s2d")
+KERNEL_STRATEGY = "kernel"  # our f32 convolution entry (inferx-f32-matmul carries it out)
+KERNEL_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX
+# Where IREE's NCHWc microkernel applies too, our kernel only for outputs of at most this many
+# pixels: at two threads on an AVX-512 Xeon (ResNet-50, tools/bench/dispatch_profile.py) NCHWc ran
+# the 56x56 to 14x14 layers at 246-298 GFLOP/s against our 184-272, the 7x7 ones at 130-156
+# against our 171-235 (docs/bench/2026-12-04-cpu-conv-kernel/).
+KERNEL_NCHWC_MAX_PIXELS = 100
 S2D_MAX_CHANNELS = 4  # space-to-depth for stride-2 stems over at most this many input channels
 NCHWC_BLOCK = 16  # channels per block of IREE 3.13's conv_nchwc microkernel (f32, AVX-512)
 
@@ -144,6 +162,12 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     winograd_ok = target.winograd if algorithms is None else "winograd" in algorithms
     automatic = algorithms is None
     algorithms = ALGORITHMS if algorithms is None else algorithms
+    if shape.static and shape.n > 0 and not s2d_applies(shape, target, algorithms, automatic):
+        if kernel_applies(shape, target, algorithms) and not (
+                nchwc_applies(shape, target, algorithms) and shape.oh * shape.ow > KERNEL_NCHWC_MAX_PIXELS):
+            return Decision(KERNEL_STRATEGY, f"{shape.kh}x{shape.kw} stride {shape.strides} dilation "
+                                             f"{shape.dilations}, {shape.c}->{shape.f} channels, {shape.oh}x"
+                                             f"{shape.ow} pixels: our f32 convolution kernel (implicit im2col)")
     if target.backend == "none":
         return Decision(None, f"target '{target.name}' has no code generator to choose for")
     if target.backend == "cuda" and shape.element_type == "f32":
@@ -161,17 +185,36 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
                                f"{-(-shape.kh // 2)}x{-(-shape.kw // 2)} stride-1 convolution over {4 * shape.c}")
     if (shape.kh, shape.kw) == (1, 1) and "matmul" in algorithms:
         return Decision("matmul", f"1x1 filter, stride {shape.strides}: a matmul")
-    if "nchwc" in algorithms and target.conv_microkernel and shape.element_type == "f32":
-        blocks = shape.c % NCHWC_BLOCK == 0 and shape.f % NCHWC_BLOCK == 0
-        if blocks and (shape.kh, shape.kw) != (1, 1):
-            return Decision("nchwc", f"{shape.kh}x{shape.kw} stride {shape.strides}, {shape.c}->{shape.f} "
-                                     f"channels: IREE's NCHWc data tiling + conv microkernel")
+    if nchwc_applies(shape, target, algorithms):
+        return Decision("nchwc", f"{shape.kh}x{shape.kw} stride {shape.strides}, {shape.c}->{shape.f} "
+                                 f"channels: IREE's NCHWc data tiling + conv microkernel")
     if ((shape.kh, shape.kw) == (3, 3) and shape.strides == (1, 1) and winograd_ok
             and min(shape.c, shape.f) >= winograd_min_channels):
         return Decision("winograd", f"3x3 stride 1, {shape.c}->{shape.f} channels: Winograd F(6,3)")
     if "im2col" in algorithms:
         return Decision("im2col", f"{shape.kh}x{shape.kw} stride {shape.strides}: im2col + matmul")
     return Decision(None, f"no allowed algorithm applies (allowed: {', '.join(algorithms) or 'none'})")
+
+
+def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
+    """IREE's NCHWc data tiling and conv microkernel: listed, on a target that has it, f32, a
+    filter larger than 1x1, channel counts in its 16-channel blocks."""
+    blocks = shape.c % NCHWC_BLOCK == 0 and shape.f % NCHWC_BLOCK == 0
+    return ("nchwc" in algorithms and target.conv_microkernel and shape.element_type == "f32" and blocks
+            and (shape.kh, shape.kw) != (1, 1))
+
+
+def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
+    """Our f32 convolution entry: listed, f32, a filter larger than 1x1 with at most
+    KERNEL_TAPS_MAX taps, and the target's f32 kernel rule (f32_kernel_declined: AVX-512, an
+    Intel record, a K block, a C compiler)."""
+    from inferx_compiler.kernels.cpu_objects import f32_kernel_declined
+
+    if KERNEL_STRATEGY not in algorithms or shape.element_type != "f32" or target.backend != "llvm-cpu":
+        return False
+    if (shape.kh, shape.kw) == (1, 1) or shape.kh * shape.kw > KERNEL_TAPS_MAX:
+        return False
+    return f32_kernel_declined(target, shape.c * shape.kh * shape.kw) is None
 
 
 def s2d_applies(shape: ConvShape, target, algorithms: tuple[str, ...], automatic: bool) -> bool:
@@ -194,6 +237,7 @@ class ConvStrategy(TargetedPass):
 
     winograd_min_channels: int = 64
     algorithms: str = "auto"
+    kernel: bool = True  # offer `kernel` (false where inferx-f32-matmul, which carries it out, does not run)
 
     def __post_init__(self):
         super().__post_init__()
@@ -205,10 +249,10 @@ class ConvStrategy(TargetedPass):
                              f"comma-separated subset of {','.join(ALGORITHMS)}")
 
     def allowed(self) -> tuple[str, ...] | None:
-        """None for `auto`, else the listed algorithms."""
+        """None for `auto`, else the listed algorithms (without `kernel` when `kernel` is false)."""
         if self.algorithms == "auto":
-            return None
-        return tuple(a for a in self.algorithms.split(",") if a)
+            return None if self.kernel else tuple(a for a in ALGORITHMS if a != KERNEL_STRATEGY)
+        return tuple(a for a in self.algorithms.split(",") if a and (self.kernel or a != KERNEL_STRATEGY))
 
     def run(self, module) -> None:
         target = self.target_record()
@@ -224,7 +268,9 @@ class ConvStrategy(TargetedPass):
             remark(self.name, op, f"{decision.strategy}: {decision.reason}")
             if decision.strategy == "s2d":
                 rest = tuple(a for a in (self.allowed() or ALGORITHMS) if a != "s2d")
-                op = _space_to_depth(op, pad_to_blocks=target.conv_microkernel and "nchwc" in rest)
+                blocks = -(-4 * conv_shape(op).c // NCHWC_BLOCK) * NCHWC_BLOCK
+                padded = decide(_s2d_shape(conv_shape(op), blocks), target, self.winograd_min_channels, rest)
+                op = _space_to_depth(op, pad_to_blocks=padded.strategy == "nchwc")
                 decision = decide(conv_shape(op), target, self.winograd_min_channels, rest)
                 if decision.strategy is None:
                     continue
@@ -275,6 +321,13 @@ def _space_to_depth(op, pad_to_blocks: bool):
     op.results[0].replace_all_uses_with(conv_op.results[0])
     op.erase()
     return conv_op
+
+
+def _s2d_shape(s: ConvShape, channels: int) -> ConvShape:
+    """The stride-1 convolution space-to-depth makes of `s`, over `channels` channels."""
+    kh2, kw2 = -(-s.kh // 2), -(-s.kw // 2)
+    return ConvShape(s.n, channels, s.oh + kh2 - 1, s.ow + kw2 - 1, s.f, kh2, kw2, s.oh, s.ow, (1, 1), (1, 1),
+                     s.element_type)
 
 
 def _blocks_to_channels(value, shape: list, channels: int):

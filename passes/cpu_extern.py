@@ -39,10 +39,44 @@ X86_64_OBJECT_TARGET = '#hal.executable.target<"llvm-cpu", "embedded-elf-x86_64"
 DYNAMIC = -1  # rows known only at run time
 AMX_KINDS = ("bf16_amx", "u8s8_amx")  # kernels on AMX tiles (32x32 blocks)
 S32_KINDS = ("u8s8", "u8s8_amx")  # u8 x s8 kernels: s32 sums (the others give f32)
-F32_KINDS = ("f32", "f32l")  # f32_gemm.c: the weight on the right, or on the left (both packed at load)
+F32_KINDS = ("f32", "f32l", "f32c")  # f32_gemm.c: the weight on the right, on the left, or a convolution's
 F32_LEFT_ROWS = 14  # f32_gemm.c's register tile rows (MR): the left weight's packed row blocks
 SOURCE_OF_KIND = {"u8s8": "u8s8_gemm.c", "u8s4": "u8s4_gemm.c", "bf16_amx": "bf16_amx_gemm.c",
-                  "u8s8_amx": "u8s8_amx_gemm.c", "f32": "f32_gemm.c", "f32l": "f32_gemm.c"}
+                  "u8s8_amx": "u8s8_amx_gemm.c", "f32": "f32_gemm.c", "f32l": "f32_gemm.c", "f32c": "f32_gemm.c"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvGeometry:
+    """A convolution on f32_gemm.c's convolution entry (`inferx_f32c_tile`): y[images, F, OH,
+    OW] = w[F, C, KH, KW] * x[images, C, H, W] with strides, dilations and zero padding (top,
+    left; the bottom and right follow from the output size)."""
+
+    images: int
+    c: int
+    h: int
+    w: int
+    oh: int
+    ow: int
+    kh: int
+    kw: int
+    strides: tuple
+    dilations: tuple
+    pads: tuple  # (top, left)
+
+    @property
+    def input_shape(self) -> tuple:
+        return (self.images, self.c, self.h, self.w)
+
+    @property
+    def tag(self) -> str:
+        """The convolution in a symbol: images x C x H x W, filter, strides, dilations, pads."""
+        pair = lambda p: f"{p[0]}x{p[1]}"  # noqa: E731
+        return (f"{self.images}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_s{pair(self.strides)}"
+                f"_d{pair(self.dilations)}_p{pair(self.pads)}")
+
+    def sizes(self) -> list[int]:
+        """The C entry's convolution arguments (after M, N, K, kc)."""
+        return [self.images, self.h, self.w, self.ow, self.kh, self.kw, *self.strides, *self.dilations, *self.pads]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +85,7 @@ class KernelProduct:
 
     kind: str  # "u8s8", "u8s8_amx" (s32 sums) | "u8s4" (f32, group-scaled sums) | "bf16_amx", "f32" (f32 sums)
     #            | "f32l": the weight on the left, C[M, N] = W[M, K] x B[K, N] (activations B, static)
+    #            | "f32c": a convolution, C[img, M, N] = W[M, K] x columns of image img (see `conv`)
     m: int  # rows, or DYNAMIC
     n: int
     k: int
@@ -60,11 +95,16 @@ class KernelProduct:
     out_shape: tuple = ()  # the result's shape with an epilogue (the [M, N] product reshaped)
     fused: tuple = ()  # the names of the ops the epilogue replaced (for the report)
     object_sha256: str = ""  # the generated variant's object (for the manifest)
+    conv: Optional["ConvGeometry"] = None  # f32c: the convolution (M filters, N = OH OW, K = C KH KW)
+    workers: int = 4  # f32c: the target's cores (its row tiles: one weight slice a worker at most)
+    l2_bytes: int = 1 << 20  # f32c: a core's L2 (a weight slice over half of it is split)
 
     @property
     def symbol(self) -> str:
         rows = "D" if self.m == DYNAMIC else str(self.m)
         suffix = f"g{self.group}" if self.kind == "u8s4" else f"_e{self.epilogue.tag}" if self.epilogue else ""
+        if self.conv is not None:
+            return f"inferx_{self.kind}_{self.conv.tag}{suffix}"
         return f"inferx_{self.kind}_{rows}x{self.n}x{self.k}{suffix}"
 
     @property
@@ -88,7 +128,7 @@ class KernelProduct:
         tile reads each operand tile for more products)."""
         if self.kind == "f32":
             return self._f32_tile()
-        if self.kind == "f32l":
+        if self.kind in ("f32l", "f32c"):
             return self._f32l_tile()
         if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
@@ -109,11 +149,32 @@ class KernelProduct:
 
     def _f32l_tile(self) -> tuple[int, int]:
         """f32_gemm.c with the weight on the left: up to 126 weight rows (whole 14-row blocks of
-        the packed weight); 256 columns (pixels) where N >= 1024, else N rounded up to the
-        32-column panel, at most 128 (the last panel masked)."""
+        the packed weight, spread evenly over the row tiles: 128 rows as 70 + 58, not 126 + 2,
+        whose second tile would copy every column panel for two rows); 256 columns (pixels)
+        where N >= 1024, else N rounded up to the 32-column panel, at most 128 (the last panel
+        masked)."""
+        if self.kind == "f32c":
+            return self._f32c_tile()
         columns = 256 if self.n >= 1024 else min(128, kernel_columns(self.n))
         blocks = -(-self.m // F32_LEFT_ROWS)
-        return F32_LEFT_ROWS * min(9, blocks), columns
+        tiles = -(-blocks // 9)
+        return F32_LEFT_ROWS * -(-blocks // tiles), columns
+
+    def _f32c_tile(self) -> tuple[int, int]:
+        """The convolution entry gathers each 32-column panel from the image once per row tile,
+        which costs about one 14-row block's product: so as few row tiles as the weight allows.
+        Rows: all of them, unless the packed weight is over half an L2 (then one slice a
+        worker, at most `workers`, each slice's K blocks staying in its core's L2), at most 37
+        blocks (518 rows) a tile. Columns: all of them up to 8 panels, else 4 panels a tile.
+        One Xeon core (two): ResNet-50's 256-filter 14x14 layer alone at 98x128 tiles 119 (226)
+        GFLOP/s, 266x32 144 (226), 140x224 (236); the 512-filter 7x7 one at 266x64 (199)
+        against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/)."""
+        blocks = -(-self.m // F32_LEFT_ROWS)
+        weight = 4 * blocks * F32_LEFT_ROWS * self.k
+        row_tiles = max(-(-blocks // 37), min(self.workers, -(-weight // (self.l2_bytes // 2))))
+        panels = -(-self.n // 32)
+        per_tile = panels if panels <= 8 else 4
+        return F32_LEFT_ROWS * -(-blocks // row_tiles), 32 * per_tile
 
     def bindings(self) -> list[tuple[list, str]]:
         """(shape, element type) of the kernel's buffers in order: inputs, then the result; a
@@ -125,9 +186,10 @@ class KernelProduct:
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
         if self.kind == "f32":
             return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.n], "f32")]
-        if self.kind == "f32l":
+        if self.kind in ("f32l", "f32c"):
             packed = -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k
-            return ([([packed], "f32"), ([self.k, self.n], "f32")] + [(list(s), "f32") for s in self.epilogue_shapes]
+            activations = list(self.conv.input_shape) if self.conv is not None else [self.k, self.n]
+            return ([([packed], "f32"), (activations, "f32")] + [(list(s), "f32") for s in self.epilogue_shapes]
                     + [(self.result_shape, "f32")])
         return [([rows, self.k], "i8"), ([self.n * self.k // 2], "i8"), ([self.k // self.group, self.n], "f32"),
                 ([rows, self.n], "f32")]
@@ -135,11 +197,12 @@ class KernelProduct:
     def sizes(self) -> list[int]:
         """The C function's size arguments after M (then the tile follows)."""
         if self.kind in F32_KINDS:
-            return [self.n, self.k, f32_k_block(self.k)]
+            return [self.n, self.k, f32_k_block(self.k)] + (self.conv.sizes() if self.conv is not None else [])
         return [self.n, self.k] + ([self.group] if self.kind == "u8s4" else [])
 
     def flops(self) -> int:
-        return -1 if self.m == DYNAMIC else 2 * self.m * self.n * self.k
+        images = self.conv.images if self.conv is not None else 1
+        return -1 if self.m == DYNAMIC else 2 * images * self.m * self.n * self.k
 
 
 def _memref(shape: list, element: str) -> str:
@@ -281,20 +344,28 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)
 
 
-def left_weight_product(module, w, packed, x, kernel_object, epilogue=None, plan=None):
+def left_weight_product(module, w, packed, x, kernel_object, epilogue=None, plan=None, conv=None, target=None):
     """C[M, N] = w[M, K] x x[K, N] (f32, static shapes) on f32_gemm.c's left-weight entry
     (`inferx_f32l_tile`: w given `packed` in its row blocks, x's column panels copied per tile,
     any N; `kernel_object` the object's path); with a CEpilogue `epilogue` (`kernel_object` its
     variant's cpu_objects.KernelObject) for the matmul_epilogue `plan`, the value plan.result
-    instead (computed from the plan's operands in the kernel)."""
+    instead (computed from the plan's operands in the kernel). With a ConvGeometry `conv`, x is
+    the convolution's input [images, C, H, W] and the result [images, M, OH, OW] (the
+    convolution entry, `inferx_f32c_tile`: the columns gathered from x per tile; `target` the
+    record whose cores and L2 size its tiles follow)."""
     m, k = w.type.shape
     extra = {}
+    if conv is not None:
+        extra = dict(conv=conv, out_shape=(conv.images, m, conv.oh, conv.ow))
+        if target is not None:
+            extra.update(workers=target.cores, l2_bytes=target.l2_bytes)
     if epilogue is not None:
-        extra = dict(epilogue=epilogue, epilogue_shapes=tuple(tuple(v.type.shape) for v in plan.operands),
+        extra.update(epilogue=epilogue, epilogue_shapes=tuple(tuple(v.type.shape) for v in plan.operands),
                      out_shape=tuple(plan.result.type.shape), fused=tuple(plan.fused),
                      object_sha256=kernel_object.sha256)
         kernel_object = kernel_object.path
-    product = KernelProduct("f32l", m, x.type.shape[1], k, **extra)
+    n = conv.oh * conv.ow if conv is not None else x.type.shape[1]
+    product = KernelProduct("f32c" if conv is not None else "f32l", m, n, k, **extra)
     declare(module, product, kernel_object)
     return dispatch(product, [packed, x] + (list(plan.operands) if epilogue is not None else []))
 
@@ -327,9 +398,13 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                 "f32": ("inferx_f32 (C, AVX-512)", "f32", "14x32 register tile, weight in 32-column panels "
                                                           "per K block, rows packed only where they share L1 sets"),
                 "f32l": ("inferx_f32l (C, AVX-512)", "f32", "14x32 register tile, weight in 14-row blocks, "
-                                                            "activation panels copied per tile")}
+                                                            "activation panels copied per tile"),
+                "f32c": ("inferx_f32c (C, AVX-512)", "f32", "14x32 register tile, weight in 14-row blocks, "
+                                                            "column panels gathered from the image per tile "
+                                                            "(implicit im2col)")}
 # the pass that places each kind (else inferx-quantize-contractions)
-PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul"}
+PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul",
+                "f32c": "inferx-f32-matmul"}
 
 
 def _annotate_entry(executable, p: KernelProduct) -> None:
@@ -354,7 +429,8 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
         **({"object_sha256": ir.StringAttr.get(p.object_sha256)} if p.object_sha256 else {})})
     config = ir.DictAttr.get({
         "source": ir.StringAttr.get(f"rule ({PASS_OF_KIND.get(p.kind, 'inferx-quantize-contractions')})"),
-        "signature": ir.StringAttr.get(f"{p.kind} matmul {p.symbol[len('inferx_' + p.kind) + 1:]}"),
+        "signature": ir.StringAttr.get(f"{p.kind} {'conv' if p.conv else 'matmul'} "
+                                       f"{p.symbol[len('inferx_' + p.kind) + 1:]}"),
         "config": ir.StringAttr.get(f"workgroup tile {mt}x{nt}, {how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})
     entry = _entry_function(executable, p.symbol)

@@ -47,13 +47,16 @@ from inferx_compiler.kernels.cpu_objects import f32_k_block
 
 from . import cpu_extern
 from .base import TargetedPass
+from .conv_strategy import KERNEL_STRATEGY, STRATEGY_ATTR, conv_shape
 from .cpu_extern import F32_LEFT_ROWS
-from .iree_ir import generic, is_zero_fill, resized
+from .iree_ir import constant_scalar, defining_op, generic, is_zero_fill, resized
 from .linalg_analysis import collect
 from .matmul_epilogue import fusible_epilogue
 from .remarks import remark
-from .weight_products import (left_weight_candidate, left_weight_form, replace_product, rewrite_products,
-                              run_weight_kernel)
+from .weight_products import (from_parameters, left_weight_candidate, left_weight_form, replace_product,
+                              rewrite_products, run_weight_kernel)
+
+CONV_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX: the per-panel tap table
 
 
 def f32_packed(w):
@@ -116,6 +119,9 @@ class F32Matmul(TargetedPass):
                           ("f32", "f32", "f32"), declined, "f32_gemm.c", "f32", f32_packed, "AVX-512")
         rewrite_products(self.name, left, lambda op: left_weight_form(op, ("f32", "f32", "f32")), declined,
                          "f32_gemm.c", _describe_left, lambda op, form, obj: _rewrite_left(self.name, module, op, obj))
+        convs = collect(module, lambda o: o.name == "linalg.conv_2d_nchw_fchw" and marked_for_kernel(o))
+        rewrite_products(self.name, convs, _conv_form, declined, "f32_gemm.c", _describe_conv,
+                         lambda op, form, obj: _rewrite_left(self.name, module, op, obj, conv_geometry(op), target))
 
 
 def _describe_left(form) -> str:
@@ -123,43 +129,135 @@ def _describe_left(form) -> str:
     return f"f32 {m}x{k} weight x {k}x{n} activations on AVX-512 (inferx_f32l, weight packed at load)"
 
 
-def _c_epilogue(op):
-    """(the matmul_epilogue plan and its CEpilogue, "") or (None, None, why not)."""
-    from inferx_compiler.kernels import c_epilogue
+def _c_epilogue(op, conv=None):
+    """(the matmul_epilogue plan, its CEpilogue and its built variant, "") or (None, None, None,
+    why not). `conv`: the ConvGeometry of a convolution `op` (its [images, F, OH, OW] result
+    read as the [images F, OH OW] product of the convolution entry)."""
+    from inferx_compiler.kernels import c_epilogue, cpu_objects
 
-    plan, why = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2]))
+    product = None
+    if conv is not None:
+        f = op.results[0].type.shape[1]
+        m, n = conv.images * f, conv.oh * conv.ow
+        product = (m, n, [(("m", f, conv.images),), (("m", 1, f),), (("n", conv.ow, conv.oh),), (("n", 1, conv.ow),)])
+    else:
+        m, n = op.results[0].type.shape
+    generated = {}
+
+    def accept(plan) -> str:
+        """"" when the C kernel can run the plan (its source generated), else why not."""
+        if not plan.epilogue.body:
+            return "nothing but reshapes after it"
+        try:
+            generated[id(plan)] = c_epilogue.generate(plan.epilogue, m, n, conv=conv is not None)
+        except c_epilogue.Unsupported as e:
+            return str(e)
+        return ""
+
+    plan, why = fusible_epilogue(op, add_init=not is_zero_fill(op.operands[2]), product=product, accept=accept)
     if plan is None:
-        return None, None, why
-    if not plan.epilogue.body:
-        return None, None, "nothing but reshapes after it"
-    m, n = op.results[0].type.shape
+        return None, None, None, why
+    epilogue = generated[id(plan)]
     try:
-        return plan, c_epilogue.generate(plan.epilogue, m, n), ""
-    except c_epilogue.Unsupported as e:
-        return None, None, str(e)
+        variant = cpu_objects.build_generated(epilogue.source, f"f32_gemm_{epilogue.tag}", "f32_gemm.c")
+    except cpu_objects.KernelBuildError as e:
+        return None, None, None, str(e)
+    return plan, epilogue, variant, ""
 
 
-def _rewrite_left(pass_name: str, module, op, obj: str) -> None:
-    """The matmul w x columns -> the left-weight kernel; the elementwise ops after it (the
-    init, a bias, a residual, an activation) in the kernel's generated epilogue where it can
-    run them, else the init added after it."""
+def _rewrite_left(pass_name: str, module, op, obj: str, conv=None, target=None) -> None:
+    """The matmul w x columns (or, with a ConvGeometry `conv`, the convolution of x by w) -> the
+    left-weight kernel (its convolution entry); the elementwise ops after it (the init, a bias,
+    a residual, an activation) in the kernel's generated epilogue where it can run them, else
+    the init added after it."""
     from iree.compiler import ir
 
-    from inferx_compiler.kernels import cpu_objects
-
-    plan, epilogue, why = _c_epilogue(op)
-    if epilogue is not None:
-        try:
-            variant = cpu_objects.build_generated(epilogue.source, f"f32_gemm_{epilogue.tag}", "f32_gemm.c")
-        except cpu_objects.KernelBuildError as e:
-            plan, epilogue, why = None, None, str(e)
+    plan, epilogue, variant, why = _c_epilogue(op, conv)
+    if conv is not None:
+        source = zero_padding(op.operands[0])[0]
+        operands = lambda: (_weight_rows(op.operands[1]), source)  # noqa: E731
+    else:
+        operands = lambda: tuple(op.operands[:2])  # noqa: E731
     if epilogue is None:
         remark(pass_name, op, f"the ops after it stay IREE's: {why}")
-        replace_product(op, lambda w, x: cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj))
+        with ir.InsertionPoint(op), op.location:
+            w, x = operands()
+        replace_product(op, lambda *_: cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj, conv=conv,
+                                                                      target=target))
         return
     remark(pass_name, op, f"fused {len(plan.ops)} ops after it ({', '.join(plan.fused) or 'the init'}) in its epilogue")
-    w, x = op.operands[:2]
     last = plan.ops[-1] if plan.ops else op
     with ir.InsertionPoint(last), last.location:
-        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, variant, epilogue, plan)
+        w, x = operands()
+        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, variant, epilogue, plan, conv=conv,
+                                                target=target)
     plan.replace(op, result)
+
+
+# ----------------------------------------------------------------------------- convolutions
+def marked_for_kernel(op) -> bool:
+    """Whether inferx-conv-strategy chose this pass's convolution entry for the convolution."""
+    from iree.compiler import ir
+
+    attr = op.attributes[STRATEGY_ATTR] if STRATEGY_ATTR in op.attributes else None
+    return attr is not None and ir.StringAttr(attr).value == KERNEL_STRATEGY
+
+
+def zero_padding(value):
+    """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by zeros along H and
+    W only, with static sizes (the convolution entry reads the source and treats the rest as
+    zeros); else (value, (0, 0))."""
+    from iree.compiler import ir
+
+    pad = defining_op(value, ("tensor.pad",))
+    if pad is None:
+        return value, (0, 0)
+    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+    high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
+    dyn = ir.ShapedType.get_dynamic_size()
+    region = pad.regions[0].blocks[0]
+    yielded = list(region.operations)[-1].operands[0]
+    if (dyn in low + high or low[:2] + high[:2] != [0, 0, 0, 0] or constant_scalar(yielded) != 0.0
+            or not pad.operands[0].type.has_static_shape):
+        return value, (0, 0)
+    return pad.operands[0], (low[2], low[3])
+
+
+def conv_geometry(op):
+    """The ConvGeometry of a static linalg.conv_2d_nchw_fchw, its padding folded in."""
+    s = conv_shape(op)
+    source, pads = zero_padding(op.operands[0])
+    _, c, h, w = source.type.shape
+    return cpu_extern.ConvGeometry(s.n, c, h, w, s.oh, s.ow, s.kh, s.kw, s.strides, s.dilations, pads)
+
+
+def _weight_rows(w):
+    """w [F, C, KH, KW] -> [F, C KH KW] (the kernel's rows, k = (c, kh, kw))."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import tensor
+
+    f, c, kh, kw = w.type.shape
+    return tensor.CollapseShapeOp(ir.RankedTensorType.get([f, c * kh * kw], w.type.element_type), w,
+                                  [[0], [1, 2, 3]]).result
+
+
+def _conv_form(op):
+    """((F, OH OW, C KH KW), "") for a static f32 convolution with a stored filter, else (None, why)."""
+    types = [str(v.type.element_type) for v in op.operands[:3]]
+    if types != ["f32"] * 3:
+        return None, f"operands {' x '.join(types[:2])} -> {types[2]} (the kernel takes f32)"
+    if not all(v.type.has_static_shape for v in op.operands[:3]):
+        return None, "dynamic shapes (the convolution entry takes static ones)"
+    if not from_parameters(op.operands[1]):
+        return None, "the filter is not computed from stored weights alone"
+    g = conv_geometry(op)
+    if g.kh * g.kw > CONV_TAPS_MAX:
+        return None, f"a {g.kh}x{g.kw} filter has more than {CONV_TAPS_MAX} taps (the kernel's tap table)"
+    return (op.results[0].type.shape[1], g.oh * g.ow, g.c * g.kh * g.kw), ""
+
+
+def _describe_conv(form) -> str:
+    f, n, k = form
+    return (f"f32 convolution as a {f}x{k} filter x {k}x{n} columns on AVX-512 (inferx_f32c: implicit im2col, "
+            f"filter packed at load)")
+

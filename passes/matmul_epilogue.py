@@ -176,14 +176,17 @@ class _Builder:
     With `add_init`, the matmul's init is added to the product as an epilogue input (read from
     the tensor it broadcasts, for a bias), instead of being read whole by the kernel."""
 
-    def __init__(self, matmul, add_init: bool):
-        m, n = _shape(matmul.results[0])
+    def __init__(self, matmul, add_init: bool, product: Optional[tuple] = None):
+        if product is None:
+            m, n = _shape(matmul.results[0])
+            coords = [(("m", 1, m),), (("n", 1, n),)]
+        else:
+            m, n, coords = product
         self.m, self.n = m, n
         self.body: list = []
         self.inputs: list = []  # (value, EpilogueInput)
         self.ops: list = []
         self.fused: list = []
-        coords = [(("m", 1, m),), (("n", 1, n),)]
         name = "acc"
         if add_init:
             name = self._emit("add", ("acc", self._input(matmul.operands[2], coords)))
@@ -391,12 +394,17 @@ def _is_copy(op) -> bool:
             and op.operands[0].type.element_type == op.results[0].type.element_type)
 
 
-def fusible_epilogue(matmul, add_init: bool = False) -> tuple[Optional[EpiloguePlan], str]:
+def fusible_epilogue(matmul, add_init: bool = False, product: Optional[tuple] = None, accept=None
+                     ) -> tuple[Optional[EpiloguePlan], str]:
     """The epilogue of `matmul` (a static linalg.matmul with an f32 result) its kernel can run,
     or (None, why not) when not even its first consumer can be absorbed. `add_init`: the init is
-    not a zero fill; the epilogue adds it (see _Builder)."""
+    not a zero fill; the epilogue adds it (see _Builder). `product`: (m, n, coordinates) for
+    another op computing an [m, n] product, its result's coordinates one digit tuple a dim (a
+    convolution's [images, F, OH, OW] as rows (image, f) and columns (oh, ow)). `accept(plan)`:
+    "" when the kernel can run the plan, else why not; a plan it refuses is shortened, op by op,
+    as one the builder refuses is (a transpose after a bias and ReLU: the bias and ReLU)."""
     try:
-        builder = _Builder(matmul, add_init)
+        builder = _Builder(matmul, add_init, product)
     except _Declined as e:
         return None, f"the init: {e}"
     block_ops = _ops_after(matmul)
@@ -432,7 +440,10 @@ def fusible_epilogue(matmul, add_init: bool = False) -> tuple[Optional[EpilogueP
             why = "the result of the ops after it is padded next (IREE writes it into the padded buffer)"
         elif len(outside) == 1 and outside[0] == last:
             try:
-                return builder.plan(outside[0]), ""
+                plan = builder.plan(outside[0])
+                why = accept(plan) if accept is not None else ""
+                if not why:
+                    return plan, ""
             except _Declined as e:
                 why = str(e)
         if not absorbed:
@@ -446,8 +457,20 @@ def _padded(value) -> bool:
     """Whether a tensor.pad reads `value`. IREE writes a value it computes itself straight into
     the padded buffer; an external kernel's result is copied there (a strided copy per call,
     measured on the H200 at ResNet-50 b8: 0.14 ms a call). So the kernel leaves the last op before
-    a pad to IREE."""
-    return any(use.owner.name == "tensor.pad" for use in value.uses)
+    a pad to IREE. Not a pad that only convolutions marked for our CPU convolution kernel read:
+    that kernel reads the unpadded value (inferx-f32-matmul folds the pad into it)."""
+    return any(use.owner.name == "tensor.pad" and not _folded_into_kernel(use.owner) for use in value.uses)
+
+
+def _folded_into_kernel(pad) -> bool:
+    from iree.compiler import ir
+
+    from .conv_strategy import KERNEL_STRATEGY, STRATEGY_ATTR
+
+    users = [use.owner for use in pad.results[0].uses]
+    return bool(users) and all(
+        u.name == "linalg.conv_2d_nchw_fchw" and STRATEGY_ATTR in u.attributes
+        and ir.StringAttr(u.attributes[STRATEGY_ATTR]).value == KERNEL_STRATEGY for u in users)
 
 
 def _ops_after(matmul) -> list:

@@ -16,7 +16,8 @@ from .iree_ir import generic, is_zero_fill, resized
 from .linalg_analysis import indexing_maps
 from .remarks import remark
 
-_FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "tensor.expand_shape", "tensor.collapse_shape",
+_FROM_PARAMETERS = ("linalg.generic", "linalg.transpose", "linalg.fill", "tensor.expand_shape",
+                    "tensor.collapse_shape", "tensor.extract_slice", "tensor.insert_slice", "tensor.pad",
                     "tensor.empty", "arith.constant")
 
 
@@ -96,12 +97,13 @@ def weight_product_form(op, element_types: tuple[str, str, str]) -> tuple[Option
 
 
 def add_init(c, init):
-    """init + c, elementwise (f32)."""
+    """init + c, elementwise (f32, any rank)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith
 
-    identity = ir.AffineMap.get_identity(2)
-    return generic([c], init, [identity, identity], ["parallel"] * 2,
+    rank = len(c.type.shape)
+    identity = ir.AffineMap.get_identity(rank)
+    return generic([c], init, [identity, identity], ["parallel"] * rank,
                    lambda b: arith.addf(b.arguments[1], b.arguments[0]))
 
 

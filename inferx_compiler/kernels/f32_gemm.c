@@ -208,6 +208,91 @@ static void pack_panel(const float *b, int64_t ldb, int64_t kc, __mmask16 lo, __
 
 static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
+/* A convolution's input read as the left entry's B operand (implicit im2col): row k = (c, kh, kw)
+ * of the columns, column p = (oh, ow) an output pixel, holds x[c, oh SH - PT + kh DH, ow SW - PL
+ * + kw DW], zero outside the image (the padding: never stored anywhere). */
+struct conv_input {
+  const float *x; /* [C, H, W]: one image */
+  int64_t H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+};
+#define CONV_TAPS_MAX 64 /* KH KW: the per-panel tap tables' stack arrays */
+#define CONV_SEGMENTS_MAX 8 /* output rows a 16-lane half may span (stride 1): the segment table's */
+
+/* panel[k][0:32] = the columns' rows k0 .. k0 + kc, pixels p .. p + 31 (lanes past `lo`/`hi`
+ * zero): per panel each lane's input position and each tap's in-image lanes, then per row one
+ * masked gather a 16-lane half (lanes outside the image never read). */
+static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, int64_t p, __mmask16 lo, __mmask16 hi,
+                         float *panel) {
+  const int64_t taps = in->KH * in->KW, plane = in->H * in->W;
+  int32_t row[32], col[32];
+  for (int l = 0; l < 32; ++l) {
+    const int64_t q = p + l;
+    row[l] = (int32_t)((q / in->OW) * in->SH - in->PT);
+    col[l] = (int32_t)((q % in->OW) * in->SW - in->PL);
+  }
+  const __m512i row0 = _mm512_loadu_si512(row), row1 = _mm512_loadu_si512(row + 16);
+  const __m512i col0 = _mm512_loadu_si512(col), col1 = _mm512_loadu_si512(col + 16);
+  const __m512i width = _mm512_set1_epi32((int32_t)in->W), height = _mm512_set1_epi32((int32_t)in->H);
+  const __m512i at0 = _mm512_add_epi32(_mm512_mullo_epi32(row0, width), col0);
+  const __m512i at1 = _mm512_add_epi32(_mm512_mullo_epi32(row1, width), col1);
+  __mmask16 inside[CONV_TAPS_MAX][2];
+  int64_t offset[CONV_TAPS_MAX];
+  for (int64_t t = 0; t < taps; ++t) {
+    const int64_t dh = (t / in->KW) * in->DH, dw = (t % in->KW) * in->DW;
+    const __m512i h = _mm512_set1_epi32((int32_t)dh), w = _mm512_set1_epi32((int32_t)dw);
+    /* 0 <= row + dh < H as one unsigned compare, the same for columns */
+    inside[t][0] = lo & _mm512_cmplt_epu32_mask(_mm512_add_epi32(row0, h), height) &
+                   _mm512_cmplt_epu32_mask(_mm512_add_epi32(col0, w), width);
+    inside[t][1] = hi & _mm512_cmplt_epu32_mask(_mm512_add_epi32(row1, h), height) &
+                   _mm512_cmplt_epu32_mask(_mm512_add_epi32(col1, w), width);
+    offset[t] = dh * in->W + dw;
+  }
+  int64_t c = k0 / taps, t = k0 % taps;
+  /* (a 16-lane half spans at most 16 / OW + 2 output rows) */
+  if (in->SW != 1 || 16 / in->OW + 2 > CONV_SEGMENTS_MAX) {
+    /* lanes SW apart in the input (or rows of one or two pixels): a gather a half (slow on Intels with the GDS fix) */
+    for (int64_t k = 0; k < kc; ++k) {
+      const float *src = in->x + c * plane + offset[t];
+      _mm512_storeu_ps(panel + k * 32, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][0], at0, src, 4));
+      _mm512_storeu_ps(panel + k * 32 + 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][1], at1, src, 4));
+      if (++t == taps) t = 0, ++c;
+    }
+    return;
+  }
+  /* Stride 1 along the width: a half's lanes of one output row read consecutive input floats,
+   * so each such run (a segment) is one masked load; lane l of a segment reads at[l] = start + l.
+   * Per tap and half, the segments' loads (the lanes inside the image, the tap's offset added)
+   * are listed once a panel; a row then takes one masked load a segment and one store a half. */
+  int nseg[2] = {0, 0};
+  int32_t start[2][16];
+  __mmask16 seg[2][16];
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 16; ++l) {
+      const int64_t q = p + 16 * h + l;
+      const int first = l == 0 || q % in->OW == 0;
+      if (first) start[h][nseg[h]++] = row[16 * h + l] * (int32_t)in->W + col[16 * h + l] - l;
+      seg[h][nseg[h] - 1] = (__mmask16)((first ? 0 : seg[h][nseg[h] - 1]) | 1u << l);
+    }
+  struct segment_load {
+    int32_t offset;
+    __mmask16 lanes;
+  } loads[CONV_TAPS_MAX][2][CONV_SEGMENTS_MAX];
+  for (int64_t u = 0; u < taps; ++u)
+    for (int h = 0; h < 2; ++h)
+      for (int s = 0; s < nseg[h]; ++s)
+        loads[u][h][s] = (struct segment_load){(int32_t)offset[u] + start[h][s], seg[h][s] & inside[u][h]};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float *src = in->x + c * plane;
+    for (int h = 0; h < 2; ++h) {
+      const struct segment_load *l = loads[t][h];
+      __m512 v = _mm512_maskz_loadu_ps(l[0].lanes, src + l[0].offset);
+      for (int s = 1; s < nseg[h]; ++s) v = _mm512_mask_loadu_ps(v, l[s].lanes, src + l[s].offset);
+      _mm512_storeu_ps(panel + k * 32 + 16 * h, v);
+    }
+    if (++t == taps) t = 0, ++c;
+  }
+}
+
 /* The weight on the left: C[M, N] = A x B[K, N] with A a weight [M, K] packed (by
  * inferx-f32-matmul, at load) as [ceil(M / 14)][K][14] (blocks of MR rows, k-major, the rows
  * past M zero: a 16-float line a k ran no faster) and B activations, row-major [K, N],
@@ -217,19 +302,23 @@ static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n
  * place, rows a few thousand pixels apart would share L1 sets), the weight's row blocks stream
  * from L2 past it (prefetched PREFETCH_K k ahead), and the last panel's stores are masked. m0 and mt are
  * multiples of 14. Stack use: the 32 KiB panel. */
-static inline __attribute__((always_inline)) void left_tile(const float *a, const float *b, float *c, const float *const *x,
-                                                            int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0,
-                                                            int64_t mt, int64_t n0, int64_t nt) {
+static inline __attribute__((always_inline)) void left_tile(const float *a, const float *b, const struct conv_input *conv,
+                                                            float *c, const float *const *x, int64_t row0, int64_t M,
+                                                            int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt,
+                                                            int64_t n0, int64_t nt) {
   const int64_t m1 = m0 + mt < M ? m0 + mt : M;
   const int64_t n1 = n0 + nt < N ? n0 + nt : N;
   float panel[KC_MAX * 32];
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     for (int64_t n = n0; n < n1; n += 32) {
       const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
-      pack_panel(b + k0 * N + n, N, kc, lo, hi, panel);
+      if (conv)
+        gather_panel(conv, k0, kc, n, lo, hi, panel);
+      else
+        pack_panel(b + k0 * N + n, N, kc, lo, hi, panel);
       for (int64_t m = m0; m < m1; m += MR) {
         const int rows = (int)(m1 - m < MR ? m1 - m : MR);
-        const struct epilogue_at at = {m, n, x};
+        const struct epilogue_at at = {row0 + m, n, x};
         micro_rows_left(rows, a + ((m / MR) * K + k0) * MR, 1, MR, panel, kc, c + m * N + n, N, k0 > 0, lo, hi,
                         x && k0 + kc == K ? &at : 0);
       }
@@ -237,9 +326,33 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
   }
 }
 
+/* A convolution y[n, F, OH, OW] = w[F, C, KH, KW] * x[n, C, H, W] (f32; strides, dilations,
+ * zero padding) as the left entry's product w[F, C KH KW] x columns[C KH KW, OH OW] per image,
+ * the columns gathered per panel from x (implicit im2col: no column matrix in memory); the
+ * epilogue sees image i's rows as rows i M .. i M + M - 1 of an [images M, N] product. The
+ * tile runs for every one of `images`. */
+#define INFERX_CONV_PARAMS                                                                                         \
+  int64_t M, int64_t N, int64_t K, int64_t kc, int64_t images, int64_t H, int64_t W, int64_t OW, int64_t KH,      \
+      int64_t KW, int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PT, int64_t PL, int64_t m0, int64_t mt, \
+      int64_t n0, int64_t nt
+#define INFERX_CONV_ARGS M, N, K, kc, images, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, m0, mt, n0, nt
+static inline __attribute__((always_inline)) void conv_tile(const float *a, const float *x, float *c,
+                                                            const float *const *epilogue_x, INFERX_CONV_PARAMS) {
+  const int64_t image = (K / (KH * KW)) * H * W;
+  for (int64_t i = 0; i < images; ++i) {
+    const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL};
+    left_tile(a, 0, &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
+  }
+}
+
 #ifndef INFERX_LEFT_ONLY
 void inferx_f32l_tile(const float *a, int64_t a_offset, const float *b, int64_t b_offset, float *c, int64_t c_offset,
                       int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0, int64_t nt) {
-  left_tile(a + a_offset, b + b_offset, c + c_offset, 0, M, N, K, kc, m0, mt, n0, nt);
+  left_tile(a + a_offset, b + b_offset, 0, c + c_offset, 0, 0, M, N, K, kc, m0, mt, n0, nt);
+}
+
+void inferx_f32c_tile(const float *a, int64_t a_offset, const float *x, int64_t x_offset, float *c, int64_t c_offset,
+                      INFERX_CONV_PARAMS) {
+  conv_tile(a + a_offset, x + x_offset, c + c_offset, 0, INFERX_CONV_ARGS);
 }
 #endif

@@ -12,11 +12,15 @@ import inferx_compiler
 from e2e_models import bottleneck_head, conv_zoo, random_inputs
 from helpers import onnxruntime_outputs, rel_l2, save
 from inferx_compiler.cli.compile import main as compile_main
+from inferx_compiler.kernels import cpu_objects
 from inferx_compiler.targets import get_target
 
 # This machine's CPU has IREE's NCHWc conv microkernel (AVX-512): 3x3 convolutions with channel
 # counts in 16-blocks stay convolutions there (and their numbers are checked below).
 NCHWC_HERE = get_target("cpu").conv_microkernel
+# On an Intel core with AVX-512 (Target.f32_kernel) and a C compiler, 3x3-and-larger f32
+# convolutions off NCHWc's blocks or with small outputs go to our kernel's convolution entry.
+KERNEL_HERE = get_target("cpu").f32_kernel and cpu_objects.c_compiler()[0] is not None
 
 TOLERANCE = 1e-4
 ALGORITHMS = {"auto": "auto", "winograd": "winograd,matmul,im2col", "none": "none"}
@@ -59,14 +63,15 @@ def test_conv_zoo_matches_onnxruntime(zoo, algorithms, batch):
 
 def test_decisions_per_convolution(zoo):
     decisions = _decisions(zoo["auto"][1])
-    assert decisions["stem7x7_s2"].startswith("im2col")
-    assert decisions["c3x3_s1_odd"].startswith("im2col")
-    assert decisions["c3x3_s2"].startswith("im2col")
+    # (the stem: after space-to-depth, the 4x4 convolution's decision)
+    for node in ("stem7x7_s2", "c3x3_s1_odd", "c3x3_s2"):
+        assert decisions[node].startswith("kernel" if KERNEL_HERE else "im2col"), (node, decisions[node])
     assert decisions["c1x1_s1"].startswith("matmul")
     assert decisions["c1x1_s2"].startswith("matmul")
-    # 64 -> 64 channels: NCHWc where the microkernel exists; Winograd is off in the cpu target's record
-    assert decisions["c3x3_s1_64"].startswith("nchwc" if NCHWC_HERE else "im2col")
-    assert decisions["c3x3_dilated"].startswith("declined: dilation")
+    # 64 -> 64 channels over 5x5 pixels: our kernel, else NCHWc where the microkernel exists;
+    # Winograd is off in the cpu target's record
+    assert decisions["c3x3_s1_64"].startswith("kernel" if KERNEL_HERE else "nchwc" if NCHWC_HERE else "im2col")
+    assert decisions["c3x3_dilated"].startswith("kernel" if KERNEL_HERE else "declined: dilation")
     assert decisions["c3x3_grouped"].startswith("declined")
     assert decisions["c3x3_depthwise"].startswith("declined")
     assert _decisions(zoo["winograd"][1])["c3x3_s1_64"].startswith("winograd")

@@ -1,0 +1,56 @@
+// REQUIRES: c-compiler
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512 kernel=false})' | filecheck %s --check-prefix=NOPASS
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' | filecheck %s --check-prefix=NOKERNEL
+
+// On a target whose record runs f32 products on our kernel (x86-avx512: Target.f32_kernel), a
+// 3x3 f32 convolution whose channels are off IREE's 16-channel NCHWc blocks stays a convolution
+// marked for our convolution entry (inferx-f32-matmul carries it out), where it was im2col +
+// matmul before; so does a dilated one (IREE's direct convolution before) and one with at most
+// KERNEL_NCHWC_MAX_PIXELS output pixels even where NCHWc applies (at two threads NCHWc is
+// faster on large images, ours on small ones). With `kernel=false` (inferx-f32-matmul does not
+// run) and on a record without the kernel, the other rules decide.
+// REMARK: remark: inferx-conv-strategy: kernel: 3x3 stride (1, 1) dilation (1, 1), 8->12 channels, 10x10 pixels: our f32 convolution kernel (implicit im2col)
+// REMARK: remark: inferx-conv-strategy: kernel: 3x3 stride (2, 2) dilation (1, 1), 32->32 channels, 7x7 pixels
+// REMARK: remark: inferx-conv-strategy: kernel: 3x3 stride (1, 1) dilation (2, 2), 8->8 channels, 8x8 pixels
+// CHECK-LABEL: func.func @kernel_convs(
+// CHECK-COUNT-3: linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel"
+// CHECK-NOT:     linalg.matmul
+// NOPASS-LABEL: func.func @kernel_convs(
+// NOPASS:         linalg.matmul
+// NOPASS:         linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "nchwc"
+// NOPASS-NOT:     "kernel"
+// NOKERNEL-LABEL: func.func @kernel_convs(
+// NOKERNEL-NOT:   "kernel"
+func.func @kernel_convs(%x: tensor<1x8x12x12xf32>, %w: tensor<12x8x3x3xf32>, %b: tensor<1x12x10x10xf32>,
+                        %x2: tensor<1x32x15x15xf32>, %w2: tensor<32x32x3x3xf32>, %b2: tensor<1x32x7x7xf32>,
+                        %wd: tensor<8x8x3x3xf32>, %bd: tensor<1x8x8x8xf32>)
+    -> (tensor<1x12x10x10xf32>, tensor<1x32x7x7xf32>, tensor<1x8x8x8xf32>) {
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x8x12x12xf32>, tensor<12x8x3x3xf32>) outs(%b : tensor<1x12x10x10xf32>) -> tensor<1x12x10x10xf32>
+  %s = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x2, %w2 : tensor<1x32x15x15xf32>, tensor<32x32x3x3xf32>) outs(%b2 : tensor<1x32x7x7xf32>) -> tensor<1x32x7x7xf32>
+  %d = linalg.conv_2d_nchw_fchw {dilations = dense<2> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wd : tensor<1x8x12x12xf32>, tensor<8x8x3x3xf32>) outs(%bd : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  return %a, %s, %d : tensor<1x12x10x10xf32>, tensor<1x32x7x7xf32>, tensor<1x8x8x8xf32>
+}
+
+// -----
+
+// Not for the kernel: NCHWc's blocks over a large image, a 1x1 filter (a matmul), a filter of
+// more than 64 taps (9x9: the kernel's tap table), an f16 convolution.
+// REMARK:      remark: inferx-conv-strategy: nchwc: 3x3 stride (1, 1), 16->16 channels
+// REMARK-NEXT: remark: inferx-conv-strategy: matmul: 1x1 filter
+// REMARK-NEXT: remark: inferx-conv-strategy: im2col: 9x9 stride (1, 1)
+// REMARK-NEXT: remark: inferx-conv-strategy: im2col: 3x3 stride (1, 1)
+// CHECK-LABEL: func.func @other_rules(
+// CHECK-NOT:     "kernel"
+func.func @other_rules(%x: tensor<1x16x34x34xf32>, %w: tensor<16x16x3x3xf32>, %b: tensor<1x16x32x32xf32>,
+                       %w1: tensor<16x16x1x1xf32>, %b1: tensor<1x16x34x34xf32>,
+                       %x9: tensor<1x3x20x20xf32>, %w9: tensor<8x3x9x9xf32>, %b9: tensor<1x8x12x12xf32>,
+                       %xh: tensor<1x8x12x12xf16>, %wh: tensor<12x8x3x3xf16>, %bh: tensor<1x12x10x10xf16>)
+    -> (tensor<1x16x32x32xf32>, tensor<1x16x34x34xf32>, tensor<1x8x12x12xf32>, tensor<1x12x10x10xf16>) {
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x16x34x34xf32>, tensor<16x16x3x3xf32>) outs(%b : tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>
+  %p = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w1 : tensor<1x16x34x34xf32>, tensor<16x16x1x1xf32>) outs(%b1 : tensor<1x16x34x34xf32>) -> tensor<1x16x34x34xf32>
+  %n = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x9, %w9 : tensor<1x3x20x20xf32>, tensor<8x3x9x9xf32>) outs(%b9 : tensor<1x8x12x12xf32>) -> tensor<1x8x12x12xf32>
+  %h = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%xh, %wh : tensor<1x8x12x12xf16>, tensor<12x8x3x3xf16>) outs(%bh : tensor<1x12x10x10xf16>) -> tensor<1x12x10x10xf16>
+  return %a, %p, %n, %h : tensor<1x16x32x32xf32>, tensor<1x16x34x34xf32>, tensor<1x8x12x12xf32>, tensor<1x12x10x10xf16>
+}

@@ -1,0 +1,89 @@
+// REQUIRES: c-compiler
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512-vnni})' 2>&1 | filecheck %s --check-prefix=NOKERNEL
+
+// A convolution inferx-conv-strategy marked "kernel" runs on f32_gemm.c's convolution entry:
+// its filter [F, C, KH, KW] packed at load in the left-weight layout (14-row blocks of the
+// [F, C KH KW] rows, 12 filters padded to 14), its input read where it is (the zero pad before
+// it folded into the kernel: the padding in the symbol, the unpadded source as the operand),
+// the bias init and the ReLU after it in the generated epilogue.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 12x72 filter x 72x100 columns on AVX-512 (inferx_f32c: implicit im2col, filter packed at load)
+// REMARK-NEXT: remark: inferx-f32-matmul: fused 1 ops after it (linalg.generic) in its epilogue
+// NOKERNEL: remark: inferx-f32-matmul: declined: target 'x86-avx512-vnni' leaves f32 matmuls to IREE, whose mmt4d measured as fast there (Target.f32_kernel)
+// NOKERNEL-LABEL: func.func @padded_conv(
+// NOKERNEL-NOT:     flow.dispatch
+// NOKERNEL:         linalg.conv_2d_nchw_fchw
+// CHECK:       stream.executable private @inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG:[0-9a-f]+]] attributes {{.*}}path = "{{.*}}/f32_gemm_[[TAG]]-{{[0-9a-f]+}}.o"
+// CHECK:         func.func private @inferx_f32c_[[TAG]]_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK:         func.func @inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG]]({{.*}}fused = ["linalg.generic"]{{.*}}loops = array<i64: 12, 100, 72>
+// CHECK-LABEL: func.func @padded_conv(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<1x8x10x10xf32>, %[[W:[^:]+]]: tensor<12x8x3x3xf32> {inferx.parameter = "c.w"}, %[[B:[^:]+]]: tensor<12xf32> {inferx.parameter = "c.b"}
+// CHECK:         %[[ROWS:.+]] = tensor.collapse_shape %[[W]] {{\[}}[0], [1, 2, 3]] : tensor<12x8x3x3xf32> into tensor<12x72xf32>
+// CHECK:         tensor.insert_slice %[[ROWS]] into %{{.+}}[0, 0] [12, 72] [1, 1] : tensor<12x72xf32> into tensor<14x72xf32>
+// CHECK:         %[[FLAT:.+]] = tensor.collapse_shape %{{.+}} {{\[}}[0, 1, 2]] : tensor<1x72x14xf32> into tensor<1008xf32>
+// CHECK:         %[[Y:.+]] = flow.dispatch @inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG]]::@inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG]](%[[FLAT]], %[[X]], %[[B]]) : (tensor<1008xf32>, tensor<1x8x10x10xf32>, tensor<12xf32>) -> tensor<1x12x10x10xf32>
+// CHECK-NEXT:    return %[[Y]]
+// CHECK-NOT:     linalg.conv_2d_nchw_fchw
+#map4 = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+
+func.func @padded_conv(%x: tensor<1x8x10x10xf32>, %w: tensor<12x8x3x3xf32> {inferx.parameter = "c.w"},
+                       %b: tensor<12xf32> {inferx.parameter = "c.b"}) -> tensor<1x12x10x10xf32> {
+  %zero = arith.constant 0.0 : f32
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %zero : f32
+  } : tensor<1x8x10x10xf32> to tensor<1x8x12x12xf32>
+  %e = tensor.empty() : tensor<1x12x10x10xf32>
+  %init = linalg.broadcast ins(%b : tensor<12xf32>) outs(%e : tensor<1x12x10x10xf32>) dimensions = [0, 2, 3]
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%padded, %w : tensor<1x8x12x12xf32>, tensor<12x8x3x3xf32>) outs(%init : tensor<1x12x10x10xf32>) -> tensor<1x12x10x10xf32>
+  %relu = linalg.generic {indexing_maps = [#map4, #map4], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+         ins(%y : tensor<1x12x10x10xf32>) outs(%e : tensor<1x12x10x10xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.maximumf %a, %zero : f32
+    linalg.yield %t : f32
+  } -> tensor<1x12x10x10xf32>
+  return %relu : tensor<1x12x10x10xf32>
+}
+
+// -----
+
+// Two images, stride 2, dilation 2, a zero init and nothing after it: the plain entry
+// (`inferx_f32c_tile`, no epilogue variant), its geometry in the symbol; a pad by a value other
+// than zero stays IREE's (its result is the operand, no padding folded).
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 4x36 filter x 36x16 columns
+// REMARK-NEXT: remark: inferx-f32-matmul: the ops after it stay IREE's: the product is not read by an elementwise op
+// CHECK-LABEL: func.func @strided_dilated(
+// CHECK:         %[[P:.+]] = tensor.pad
+// CHECK:         flow.dispatch @inferx_f32c_2x4x11x11_k3x3_s2x2_d2x2_p0x0::@inferx_f32c_2x4x11x11_k3x3_s2x2_d2x2_p0x0(%{{.+}}, %[[P]]) : (tensor<{{[0-9]+}}xf32>, tensor<2x4x11x11xf32>) -> tensor<2x4x4x4xf32>
+func.func @strided_dilated(%x: tensor<2x4x9x9xf32>, %w: tensor<4x4x3x3xf32> {inferx.parameter = "s.w"}) -> tensor<2x4x4x4xf32> {
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  %padded = tensor.pad %x low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %one : f32
+  } : tensor<2x4x9x9xf32> to tensor<2x4x11x11xf32>
+  %e = tensor.empty() : tensor<2x4x4x4xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<2> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%padded, %w : tensor<2x4x11x11xf32>, tensor<4x4x3x3xf32>) outs(%init : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
+  return %y : tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// Declined, each with its remark: a filter that is an input (not a stored weight), an f16
+// convolution; a convolution not marked "kernel" is not this pass's.
+// REMARK:      remark: inferx-f32-matmul: declined: the filter is not computed from stored weights alone
+// REMARK-NEXT: remark: inferx-f32-matmul: declined: operands f16 x f16 -> f16 (the kernel takes f32)
+// CHECK-LABEL: func.func @declined(
+// CHECK-NOT:     flow.dispatch
+// CHECK-COUNT-3: linalg.conv_2d_nchw_fchw
+func.func @declined(%x: tensor<1x4x6x6xf32>, %w: tensor<4x4x3x3xf32>, %b: tensor<1x4x4x4xf32>,
+                    %xh: tensor<1x4x6x6xf16>, %wh: tensor<4x4x3x3xf16> {inferx.parameter = "h.w"}, %bh: tensor<1x4x4x4xf16>,
+                    %wp: tensor<4x4x3x3xf32> {inferx.parameter = "p.w"})
+    -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xf16>, tensor<1x4x4x4xf32>) {
+  %a = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x4x6x6xf32>, tensor<4x4x3x3xf32>) outs(%b : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %h = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%xh, %wh : tensor<1x4x6x6xf16>, tensor<4x4x3x3xf16>) outs(%bh : tensor<1x4x4x4xf16>) -> tensor<1x4x4x4xf16>
+  %n = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "nchwc", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %wp : tensor<1x4x6x6xf32>, tensor<4x4x3x3xf32>) outs(%b : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %a, %h, %n : tensor<1x4x4x4xf32>, tensor<1x4x4x4xf16>, tensor<1x4x4x4xf32>
+}
