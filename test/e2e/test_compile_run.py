@@ -50,7 +50,11 @@ def test_manifest_describes_interface(compiled):
     with zipfile.ZipFile(artifact) as zf:
         assert zf.namelist() == ["manifest.json", "module.vmfb", "weights.irpa", "report.json"]
         manifest = json.loads(zf.read("manifest.json"))
-    assert manifest["format"] == "inferx-artifact" and manifest["format_version"] == 1
+    assert manifest["format"] == "inferx-artifact" and manifest["format_version"] == 2
+    with zipfile.ZipFile(artifact) as zf:  # the weights stored (mapped in place), the rest deflated
+        kinds = {i.filename: i.compress_type for i in zf.infolist()}
+    assert kinds == {"manifest.json": zipfile.ZIP_DEFLATED, "module.vmfb": zipfile.ZIP_DEFLATED,
+                     "weights.irpa": zipfile.ZIP_STORED, "report.json": zipfile.ZIP_DEFLATED}
     assert manifest["target"]["name"] == "cpu"
     assert manifest["inputs"] == [{"name": "x", "dtype": "float32", "shape": ["batch", 64]}]
     assert manifest["outputs"] == [{"name": "y", "dtype": "float32", "shape": ["batch", 10]}]

@@ -43,13 +43,13 @@ def no_env_policy(monkeypatch):
 
 
 def _member_span(path: str, name: str) -> tuple[int, int]:
-    """(offset, size) of a stored member's bytes in the zip file."""
+    """(offset, size) of a member's bytes in the zip file (as stored: deflated ones compressed)."""
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(name)
     with open(path, "rb") as f:
         f.seek(info.header_offset + 26)
         name_len, extra_len = struct.unpack("<HH", f.read(4))
-    return info.header_offset + 30 + name_len + extra_len, info.file_size
+    return info.header_offset + 30 + name_len + extra_len, info.compress_size
 
 
 def _flipped(src: str, dst, member: str, at: int | None = None) -> str:
@@ -114,10 +114,11 @@ def test_untouched_artifact_loads_runs_and_matches(built):
     assert rel_l2(got["y"], expected["y"]) <= 1e-4
 
 
-@pytest.mark.parametrize("member", ["module.vmfb", "weights.irpa", "report.json"])
-def test_flipped_byte_is_refused_naming_the_member(built, tmp_path, member):
+def test_flipped_byte_is_refused_naming_the_member(built, tmp_path):
+    """The weights (stored): a hash that differs from the manifest's."""
     from inferx_compiler.artifact import _sha256_view, Artifact
 
+    member = "weights.irpa"
     path = _flipped(built[1], tmp_path / "t.ixa", member)
     message = _refusal(path)
     assert message.startswith(f"{path}: ")
@@ -126,6 +127,29 @@ def test_flipped_byte_is_refused_naming_the_member(built, tmp_path, member):
     actual = _sha256_view(Artifact(path).member_view(member))
     assert f"member '{member}': sha256 {actual[:12]}... but the manifest expects {expected[:12]}..." in message
     assert sum(f"member '{m}'" in message for m in ("module.vmfb", "weights.irpa", "report.json")) == 1
+
+
+@pytest.mark.parametrize("member", ["module.vmfb", "report.json"])
+def test_flipped_byte_in_a_deflated_member_is_refused_naming_it(built, tmp_path, member):
+    """The module and the report are deflated: a flipped byte of their compressed bytes no longer
+    decompresses to what was stored (zlib's or the zip's CRC check), refused as damaged, with no
+    traceback and the rebuild hint; the other members are still checked."""
+    path = _flipped(built[1], tmp_path / "t.ixa", member)
+    message = _refusal(path)
+    assert message.startswith(f"{path}: ")
+    _assert_says_rebuild(message, path)
+    assert f"member '{member}' is damaged: it does not decompress to the bytes that were stored" in message
+    assert sum(f"member '{m}'" in message for m in ("module.vmfb", "weights.irpa", "report.json")) == 1
+
+
+def test_format_version_1_with_every_member_stored_still_loads(built, tmp_path):
+    """Artifacts written before the module and report were deflated (format version 1, every
+    member stored) load, verify and run as before."""
+    path = _rewritten(built[1], tmp_path / "v1.ixa", manifest_edit=lambda m: m.update(format_version=1))
+    with zipfile.ZipFile(path) as zf:
+        assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_STORED}
+    got = load(path, device="cpu").run(FEEDS)
+    assert rel_l2(got["y"], onnxruntime_outputs(built[0], FEEDS)["y"]) <= 1e-4
 
 
 def test_missing_member_is_refused(built, tmp_path):
@@ -159,7 +183,7 @@ def test_newer_format_version_is_refused_with_the_rebuild_command(built, tmp_pat
                       manifest_edit=lambda m: m.update(format_version=99))
     message = _refusal(path)
     assert message.startswith(f"{path}: artifact format version 99 is not supported by this inferx-compiler")
-    assert "(it reads format version 1)" in message
+    assert "(it reads format versions 1, 2)" in message
     assert f"inferx-compile MODEL --target cpu -o {path}" in message
 
 
@@ -199,7 +223,7 @@ def test_skip_weights_loads_tampered_weights_and_says_so(built, tmp_path, monkey
 
 def test_skip_weights_still_checks_the_module(built, tmp_path):
     path = _flipped(built[1], tmp_path / "t.ixa", "module.vmfb")
-    assert "member 'module.vmfb': sha256" in _refusal(path, verify="skip-weights")
+    assert "member 'module.vmfb' is damaged" in _refusal(path, verify="skip-weights")
 
 
 def test_none_names_every_unchecked_member(built, tmp_path):
@@ -228,7 +252,7 @@ def test_file_changed_after_a_load_is_checked_again(built, tmp_path):
     _flipped(str(path), tmp_path / "t2.ixa", "module.vmfb")
     with open(tmp_path / "t2.ixa", "rb") as src, open(path, "r+b") as dst:
         dst.write(src.read())  # in place: same inode, same size
-    assert "member 'module.vmfb': sha256" in _refusal(str(path))
+    assert "member 'module.vmfb' is damaged" in _refusal(str(path))
 
 
 def _cli_run(artifact: str, tmp_path, env=None) -> subprocess.CompletedProcess:
