@@ -312,10 +312,11 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     for (int64_t n = n0; n < n1; n += 32) {
       const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
-      if (conv)
+      if (conv && !(conv->KH == 1 && conv->KW == 1 && conv->SH == 1 && conv->SW == 1 && conv->OW == conv->W &&
+                    conv->PT == 0 && conv->PL == 0))
         gather_panel(conv, k0, kc, n, lo, hi, panel);
-      else
-        pack_panel(b + k0 * N + n, N, kc, lo, hi, panel);
+      else /* a matrix [K, N]: a 1x1 convolution's image (stride 1, no padding) is one as it is */
+        pack_panel((conv ? conv->x : b) + k0 * N + n, N, kc, lo, hi, panel);
       for (int64_t m = m0; m < m1; m += MR) {
         const int rows = (int)(m1 - m < MR ? m1 - m : MR);
         const struct epilogue_at at = {row0 + m, n, x};
