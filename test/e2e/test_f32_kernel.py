@@ -167,9 +167,8 @@ def test_convolutions_on_the_left_weight_kernel(tmp_path):
     """Each 1x1 convolution's matmul w[F, K] x columns[K, pixels] on the kernel's left-weight
     entry, the 3x3 one (40 channels: off NCHWc's blocks) on its convolution entry (implicit
     im2col, test_conv_kernel.py); at batch 1 the bias, residual add and ReLU after each in its
-    generated epilogue (no other dispatch left in the function); at batch 2 the stride-1 ones on
-    the convolution entry (image by image, the residual read at each image's rows), the strided
-    one a matmul over the images side by side. Against onnxruntime at f32 rounding: a bias,
+    generated epilogue (no other dispatch left in the function); at batch 2 every one on the
+    convolution entry (image by image, the residual read at each image's rows). Against onnxruntime at f32 rounding: a bias,
     residual or row block read at the wrong place is off by the size of the values."""
     path = save(conv_bottleneck(), tmp_path / "conv.onnx")
     # x86-avx512 (an Intel core: the left-weight rewrite on) runs on any AVX-512 machine
@@ -178,11 +177,11 @@ def test_convolutions_on_the_left_weight_kernel(tmp_path):
     manifest, report = artifact_json(tmp_path / "conv.ixa")
     left = {d["dispatch"]: d for d in report["dispatches"] if d["dispatch"].startswith(("inferx_f32l_", "inferx_f32c_"))}
     shapes = {name[len("inferx_f32l_"):].split("_e")[0] for name in left}
-    # (at batch 2 the stride-1 1x1 convolutions take the convolution entry too: image by image,
-    # no transposes; the strided one stays a matmul over the images side by side)
+    # (at batch 2 the 1x1 convolutions take the convolution entry too: image by image, no
+    # transposes; the strided one gathers its columns)
     assert shapes == {"40x196x24", "1x40x14x14_k3x3_s1x1_d1x1_p1x1", "24x196x40", "48x49x24",
                       "2x24x14x14_k1x1_s1x1_d1x1_p0x0", "2x40x14x14_k3x3_s1x1_d1x1_p1x1",
-                      "2x40x14x14_k1x1_s1x1_d1x1_p0x0", "48x98x24"}, shapes
+                      "2x40x14x14_k1x1_s1x1_d1x1_p0x0", "2x24x14x14_k1x1_s2x2_d1x1_p0x0"}, shapes
     fused = {name[len("inferx_f32l_"):].split("_e")[0]: d["fused"] for name, d in left.items() if "_e" in name}
     # batch 1: the bias (the init) in each epilogue but the last's (a zero init, only reshapes after
     # it); the ReLU too, also after the first (its result is padded next, but only for the 3x3

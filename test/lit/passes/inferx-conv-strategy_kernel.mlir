@@ -57,16 +57,15 @@ func.func @other_rules(%x: tensor<1x16x34x34xf32>, %w: tensor<16x16x3x3xf32>, %b
 
 // -----
 
-// 1x1 filters: a matmul at batch 1 (the image is the product's operand as it is) and for a
-// strided one; at batch 2 a stride-1 one takes the convolution entry (as a matmul the images
-// would be folded into its columns: two transposes a convolution).
+// 1x1 filters: a matmul at batch 1 (the image is the product's operand as it is); at batch 2
+// the convolution entry, strided or not (as a matmul the images would be folded into its
+// columns: two transposes a convolution).
 // REMARK:      remark: inferx-conv-strategy: matmul: 1x1 filter, stride (1, 1): a matmul
 // REMARK-NEXT: remark: inferx-conv-strategy: kernel: 1x1 stride (1, 1) dilation (1, 1), 16->32 channels, 9x9 pixels
-// REMARK-NEXT: remark: inferx-conv-strategy: matmul: 1x1 filter, stride (2, 2): a matmul
+// REMARK-NEXT: remark: inferx-conv-strategy: kernel: 1x1 stride (2, 2) dilation (1, 1), 16->32 channels, 5x5 pixels
 // CHECK-LABEL: func.func @pointwise(
 // CHECK:         linalg.matmul
-// CHECK:         linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel"
-// CHECK-SAME:      tensor<2x16x9x9xf32>
+// CHECK-COUNT-2: linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel"
 func.func @pointwise(%x1: tensor<1x16x9x9xf32>, %x2: tensor<2x16x9x9xf32>, %w: tensor<32x16x1x1xf32>,
                      %b1: tensor<1x32x9x9xf32>, %b2: tensor<2x32x9x9xf32>, %b3: tensor<2x32x5x5xf32>)
     -> (tensor<1x32x9x9xf32>, tensor<2x32x9x9xf32>, tensor<2x32x5x5xf32>) {
