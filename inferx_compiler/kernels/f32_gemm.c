@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define MR 14      /* register tile rows */
-#define PREFETCH_K 32 /* B rows read ahead (2 KiB): keeps memory streaming when few rows share a panel */
+#define PREFETCH_K 128 /* B rows read ahead (8 KiB): keeps memory streaming when few rows share a panel */
 #define PACKED_ROWS 16 /* a packed row block's stride along k: one register of the transpose */
 #define KC_MAX 256 /* the largest K block: a panel's K block is at most 32 KiB, the packed rows 14 KiB */
 
