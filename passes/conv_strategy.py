@@ -196,6 +196,15 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     return Decision(None, f"no allowed algorithm applies (allowed: {', '.join(algorithms) or 'none'})")
 
 
+def marked_for_kernel(op) -> bool:
+    """Whether this pass chose our f32 kernel's convolution entry for the convolution `op`
+    (inferx-f32-matmul carries the mark out)."""
+    from iree.compiler import ir
+
+    return (op.name == "linalg.conv_2d_nchw_fchw" and STRATEGY_ATTR in op.attributes
+            and ir.StringAttr(op.attributes[STRATEGY_ATTR]).value == KERNEL_STRATEGY)
+
+
 def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
     """IREE's NCHWc data tiling and conv microkernel: listed, on a target that has it, f32, a
     filter larger than 1x1, channel counts in its 16-channel blocks."""

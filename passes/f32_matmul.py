@@ -25,6 +25,14 @@ ReLU) run in the kernel on its registers, from C generated for them
 (inferx_compiler/kernels/c_epilogue.py, one object per distinct epilogue); where it cannot run
 them (exp, a transposed result), they stay IREE's and the init is added after the kernel.
 
+Convolutions inferx-conv-strategy marked "kernel" (`inferx.conv_strategy`) go to the kernel's
+convolution entry (`inferx_f32c_tile`): the filter [F, C, KH, KW] packed at load as the
+left-weight rows [F, C KH KW], the image read where it is (a zero `tensor.pad` before it folded
+into the kernel, whose column panels are gathered from the image per tile: implicit im2col), the
+result NCHW image by image, the ops after it in a generated epilogue as above (the image's rows
+offset). Declined, with a remark: operands other than f32, dynamic shapes, a filter not computed
+from stored weights alone, more than 64 filter taps.
+
 `pack` depends on the parameters alone, so IREE computes it once, at load. Numbers: f32 sums in
 k order (IREE's order differs; results agree to f32 rounding).
 
@@ -47,7 +55,7 @@ from inferx_compiler.kernels.cpu_objects import f32_k_block
 
 from . import cpu_extern
 from .base import TargetedPass
-from .conv_strategy import KERNEL_STRATEGY, STRATEGY_ATTR, conv_shape
+from .conv_strategy import KERNEL_TAPS_MAX, conv_shape, marked_for_kernel
 from .cpu_extern import F32_LEFT_ROWS
 from .iree_ir import constant_scalar, defining_op, generic, is_zero_fill, resized
 from .linalg_analysis import collect
@@ -55,8 +63,6 @@ from .matmul_epilogue import fusible_epilogue
 from .remarks import remark
 from .weight_products import (from_parameters, left_weight_candidate, left_weight_form, replace_product,
                               rewrite_products, run_weight_kernel)
-
-CONV_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX: the per-panel tap table
 
 
 def f32_packed(w):
@@ -119,7 +125,7 @@ class F32Matmul(TargetedPass):
                           ("f32", "f32", "f32"), declined, "f32_gemm.c", "f32", f32_packed, "AVX-512")
         rewrite_products(self.name, left, lambda op: left_weight_form(op, ("f32", "f32", "f32")), declined,
                          "f32_gemm.c", _describe_left, lambda op, form, obj: _rewrite_left(self.name, module, op, obj))
-        convs = collect(module, lambda o: o.name == "linalg.conv_2d_nchw_fchw" and marked_for_kernel(o))
+        convs = collect(module, marked_for_kernel)
         rewrite_products(self.name, convs, _conv_form, declined, "f32_gemm.c", _describe_conv,
                          lambda op, form, obj: _rewrite_left(self.name, module, op, obj, conv_geometry(op), target))
 
@@ -195,14 +201,6 @@ def _rewrite_left(pass_name: str, module, op, obj: str, conv=None, target=None) 
 
 
 # ----------------------------------------------------------------------------- convolutions
-def marked_for_kernel(op) -> bool:
-    """Whether inferx-conv-strategy chose this pass's convolution entry for the convolution."""
-    from iree.compiler import ir
-
-    attr = op.attributes[STRATEGY_ATTR] if STRATEGY_ATTR in op.attributes else None
-    return attr is not None and ir.StringAttr(attr).value == KERNEL_STRATEGY
-
-
 def zero_padding(value):
     """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by zeros along H and
     W only, with static sizes (the convolution entry reads the source and treats the rest as
@@ -251,8 +249,8 @@ def _conv_form(op):
     if not from_parameters(op.operands[1]):
         return None, "the filter is not computed from stored weights alone"
     g = conv_geometry(op)
-    if g.kh * g.kw > CONV_TAPS_MAX:
-        return None, f"a {g.kh}x{g.kw} filter has more than {CONV_TAPS_MAX} taps (the kernel's tap table)"
+    if g.kh * g.kw > KERNEL_TAPS_MAX:
+        return None, f"a {g.kh}x{g.kw} filter has more than {KERNEL_TAPS_MAX} taps (the kernel's tap table)"
     return (op.results[0].type.shape[1], g.oh * g.ow, g.c * g.kh * g.kw), ""
 
 

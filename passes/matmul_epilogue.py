@@ -463,14 +463,10 @@ def _padded(value) -> bool:
 
 
 def _folded_into_kernel(pad) -> bool:
-    from iree.compiler import ir
-
-    from .conv_strategy import KERNEL_STRATEGY, STRATEGY_ATTR
+    from .conv_strategy import marked_for_kernel
 
     users = [use.owner for use in pad.results[0].uses]
-    return bool(users) and all(
-        u.name == "linalg.conv_2d_nchw_fchw" and STRATEGY_ATTR in u.attributes
-        and ir.StringAttr(u.attributes[STRATEGY_ATTR]).value == KERNEL_STRATEGY for u in users)
+    return bool(users) and all(marked_for_kernel(u) for u in users)
 
 
 def _ops_after(matmul) -> list:
