@@ -151,6 +151,11 @@ KERNEL_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX
 # the 56x56 to 14x14 layers at 246-298 GFLOP/s against our 184-272, the 7x7 ones at 130-156
 # against our 171-235 (docs/bench/2026-12-04-cpu-conv-kernel/).
 KERNEL_NCHWC_MAX_PIXELS = 100
+# ... and only where an image's pixels fill at least this share of the kernel's 32-lane panels
+# (the entry takes an image at a time: 9 pixels fill 28% of a panel). ResNet-50's 7x7 layers
+# (49 of 64 lanes) gain; resnet_lite's 3x3 and 6x6 outputs at batch 8 lost 8-9% on the entry
+# (42-90 GFLOP/s against NCHWc's 98-257 and the folded matmuls' 184-233).
+KERNEL_MIN_LANE_FILL = 0.75
 S2D_MAX_CHANNELS = 4  # space-to-depth for stride-2 stems over at most this many input channels
 NCHWC_BLOCK = 16  # channels per block of IREE 3.13's conv_nchwc microkernel (f32, AVX-512)
 
@@ -163,8 +168,8 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     automatic = algorithms is None
     algorithms = ALGORITHMS if algorithms is None else algorithms
     if shape.static and shape.n > 0 and not s2d_applies(shape, target, algorithms, automatic):
-        if kernel_applies(shape, target, algorithms) and not (
-                nchwc_applies(shape, target, algorithms) and shape.oh * shape.ow > KERNEL_NCHWC_MAX_PIXELS):
+        small = shape.oh * shape.ow <= KERNEL_NCHWC_MAX_PIXELS and lane_fill(shape) >= KERNEL_MIN_LANE_FILL
+        if kernel_applies(shape, target, algorithms) and not (nchwc_applies(shape, target, algorithms) and not small):
             return Decision(KERNEL_STRATEGY, f"{shape.kh}x{shape.kw} stride {shape.strides} dilation "
                                              f"{shape.dilations}, {shape.c}->{shape.f} channels, {shape.oh}x"
                                              f"{shape.ow} pixels: our f32 convolution kernel (implicit im2col)")
@@ -196,6 +201,12 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     return Decision(None, f"no allowed algorithm applies (allowed: {', '.join(algorithms) or 'none'})")
 
 
+def lane_fill(shape: ConvShape) -> float:
+    """The share of the convolution entry's 32-lane column panels an image's output pixels fill."""
+    pixels = shape.oh * shape.ow
+    return pixels / (32 * -(-pixels // 32))
+
+
 def marked_for_kernel(op) -> bool:
     """Whether this pass chose our f32 kernel's convolution entry for the convolution `op`
     (inferx-f32-matmul carries the mark out)."""
@@ -215,7 +226,8 @@ def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool
 
 def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
     """Our f32 convolution entry: listed, f32, a filter larger than 1x1 with at most
-    KERNEL_TAPS_MAX taps, or a 1x1 one over several images (as a matmul the images would be
+    KERNEL_TAPS_MAX taps, or a 1x1 one over several images whose pixels fill its column panels
+    (KERNEL_MIN_LANE_FILL; as a matmul the images would be
     folded into its columns, two transposes a convolution, and a strided one subsampled by a copy
     first; the entry reads and writes NCHW image by image: ResNet-50 b8 at two threads 373 -> 342
     ms for the stride-1 ones, -> 334 with the strided ones), and the target's f32 kernel rule
@@ -224,7 +236,7 @@ def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> boo
 
     if KERNEL_STRATEGY not in algorithms or shape.element_type != "f32" or target.backend != "llvm-cpu":
         return False
-    pointwise_batch = (shape.kh, shape.kw) == (1, 1) and shape.n > 1
+    pointwise_batch = (shape.kh, shape.kw) == (1, 1) and shape.n > 1 and lane_fill(shape) >= KERNEL_MIN_LANE_FILL
     if ((shape.kh, shape.kw) == (1, 1) and not pointwise_batch) or shape.kh * shape.kw > KERNEL_TAPS_MAX:
         return False
     return f32_kernel_declined(target, shape.c * shape.kh * shape.kw) is None

@@ -74,3 +74,20 @@ func.func @pointwise(%x1: tensor<1x16x9x9xf32>, %x2: tensor<2x16x9x9xf32>, %w: t
   %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x2, %w : tensor<2x16x9x9xf32>, tensor<32x16x1x1xf32>) outs(%b3 : tensor<2x32x5x5xf32>) -> tensor<2x32x5x5xf32>
   return %a, %b, %c : tensor<1x32x9x9xf32>, tensor<2x32x9x9xf32>, tensor<2x32x5x5xf32>
 }
+
+// -----
+
+// Images whose pixels fill under 3/4 of the entry's 32-lane panels (KERNEL_MIN_LANE_FILL; it
+// takes an image at a time): a 1x1 over 3x3 pixels at batch 2 stays a matmul (the images side by
+// side), a 3x3 with a 6x6 output (36 pixels: 56%) over 16-channel blocks stays NCHWc.
+// REMARK:      remark: inferx-conv-strategy: matmul: 1x1 filter, stride (1, 1): a matmul
+// REMARK-NEXT: remark: inferx-conv-strategy: nchwc: 3x3 stride (1, 1), 32->32 channels
+// CHECK-LABEL: func.func @thin_images(
+// CHECK-NOT:     "kernel"
+func.func @thin_images(%x: tensor<2x16x3x3xf32>, %w: tensor<32x16x1x1xf32>, %b: tensor<2x32x3x3xf32>,
+                       %x6: tensor<1x32x8x8xf32>, %w6: tensor<32x32x3x3xf32>, %b6: tensor<1x32x6x6xf32>)
+    -> (tensor<2x32x3x3xf32>, tensor<1x32x6x6xf32>) {
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<2x16x3x3xf32>, tensor<32x16x1x1xf32>) outs(%b : tensor<2x32x3x3xf32>) -> tensor<2x32x3x3xf32>
+  %s = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x6, %w6 : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32>) outs(%b6 : tensor<1x32x6x6xf32>) -> tensor<1x32x6x6xf32>
+  return %a, %s : tensor<2x32x3x3xf32>, tensor<1x32x6x6xf32>
+}
