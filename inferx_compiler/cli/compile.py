@@ -149,7 +149,7 @@ def _conv_algorithms_option(ctx, param, value):
               callback=_conv_algorithms_option,
               help="convolution algorithms inferx-conv-strategy may choose on CPU targets: auto "
                    "(the target's rule table), none (IREE's default lowering), or a comma-separated "
-                   "subset of matmul,nchwc,winograd,im2col,s2d")
+                   "subset of matmul,kernel,nchwc,winograd,im2col,s2d")
 @click.option("--fuse-attention", default="auto", show_default=True, type=click.Choice(ATTENTION_CHOICES),
               help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
                    "targets), on (any target), off")
