@@ -463,10 +463,14 @@ def _padded(value) -> bool:
 
 
 def _folded_into_kernel(pad) -> bool:
+    """Whether inferx-f32-matmul will fold this pad away: a zero pad read only by convolutions
+    marked for our CPU kernel's convolution entry."""
     from .conv_strategy import marked_for_kernel
+    from .f32_matmul import zero_padding
 
     users = [use.owner for use in pad.results[0].uses]
-    return bool(users) and all(marked_for_kernel(u) for u in users)
+    folds = zero_padding(pad.results[0])[0] != pad.results[0]
+    return folds and bool(users) and all(marked_for_kernel(u) for u in users)
 
 
 def _ops_after(matmul) -> list:
