@@ -1,4 +1,7 @@
 /* C[M, N] (f32) = A[M, K] (f32) x B[K, N] (f32) with AVX-512 FMA, the weight packed at load.
+ * Three entries: the weight on the right (`inferx_f32_tile`, projections), on the left
+ * (`inferx_f32l_tile`, a convolution as a matmul) and a convolution read from its image
+ * (`inferx_f32c_tile`: the left entry with its column panels gathered per tile, implicit im2col).
  *
  * IREE 3.13 runs an f32 matmul against a weight as data-tiled mmt4d: the activations are packed
  * on every call, and on BERT-base's shapes its microkernel ran 80-110 GFLOP/s a core on a Xeon
