@@ -214,6 +214,14 @@ def _write_member(zf: zipfile.ZipFile, name: str, *, data: bytes = None, path: s
             dst.write(chunk)
 
 
+class _DamagedMember(ArtifactError):
+    """A deflated member that does not decompress; `problem` says which (without the path)."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.problem = problem
+
+
 class ArtifactVerificationWarning(UserWarning):
     """An artifact was run with part of its integrity check skipped (see `VerifyPolicy`)."""
 
@@ -315,8 +323,8 @@ class Artifact:
                 try:
                     self._inflated[name] = self._zip.read(name)
                 except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-                    raise ArtifactError(f"{self.path}: member '{name}' is damaged: it does not decompress "
-                                        f"to the bytes that were stored ({e})") from None
+                    raise _DamagedMember(self.path, f"member '{name}' is damaged: it does not decompress "
+                                                    f"to the bytes that were stored ({e})") from None
             return memoryview(self._inflated[name])
         offset = info.header_offset
         name_len, extra_len = struct.unpack("<HH", self._map[offset + 26:offset + 30])
@@ -402,8 +410,8 @@ class Artifact:
             expected = str(self.manifest.members[name])
             try:
                 actual = _sha256_view(self.member_view(name))
-            except ArtifactError as e:
-                problems.append(str(e)[len(self.path) + 2:])
+            except _DamagedMember as e:
+                problems.append(e.problem)
                 continue
             if actual == expected:
                 ok.add(name)

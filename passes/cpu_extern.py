@@ -128,8 +128,10 @@ class KernelProduct:
         tile reads each operand tile for more products)."""
         if self.kind == "f32":
             return self._f32_tile()
-        if self.kind in ("f32l", "f32c"):
+        if self.kind == "f32l":
             return self._f32l_tile()
+        if self.kind == "f32c":
+            return self._f32c_tile()
         if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
             rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
@@ -153,8 +155,6 @@ class KernelProduct:
         whose second tile would copy every column panel for two rows); 256 columns (pixels)
         where N >= 1024, else N rounded up to the 32-column panel, at most 128 (the last panel
         masked)."""
-        if self.kind == "f32c":
-            return self._f32c_tile()
         columns = 256 if self.n >= 1024 else min(128, kernel_columns(self.n))
         blocks = -(-self.m // F32_LEFT_ROWS)
         tiles = -(-blocks // 9)

@@ -315,11 +315,10 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     for (int64_t n = n0; n < n1; n += 32) {
       const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
-      if (conv && !(conv->KH == 1 && conv->KW == 1 && conv->SH == 1 && conv->SW == 1 && conv->OW == conv->W &&
-                    conv->PT == 0 && conv->PL == 0))
+      if (conv)
         gather_panel(conv, k0, kc, n, lo, hi, panel);
-      else /* a matrix [K, N]: a 1x1 convolution's image (stride 1, no padding) is one as it is */
-        pack_panel((conv ? conv->x : b) + k0 * N + n, N, kc, lo, hi, panel);
+      else
+        pack_panel(b + k0 * N + n, N, kc, lo, hi, panel);
       for (int64_t m = m0; m < m1; m += MR) {
         const int rows = (int)(m1 - m < MR ? m1 - m : MR);
         const struct epilogue_at at = {row0 + m, n, x};
@@ -343,9 +342,14 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
 static inline __attribute__((always_inline)) void conv_tile(const float *a, const float *x, float *c,
                                                             const float *const *epilogue_x, INFERX_CONV_PARAMS) {
   const int64_t image = (K / (KH * KW)) * H * W;
+  /* a 1x1 stride-1 convolution without padding: each image is the product's [K, N] matrix as it is */
+  const int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && OW == W && PT == 0 && PL == 0;
   for (int64_t i = 0; i < images; ++i) {
     const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL};
-    left_tile(a, 0, &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
+    if (pointwise)
+      left_tile(a, in.x, 0, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
+    else
+      left_tile(a, 0, &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
   }
 }
 
