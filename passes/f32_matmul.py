@@ -57,7 +57,7 @@ from . import cpu_extern
 from .base import TargetedPass
 from .conv_strategy import KERNEL_TAPS_MAX, conv_shape, marked_for_kernel
 from .cpu_extern import F32_LEFT_ROWS
-from .iree_ir import constant_scalar, defining_op, generic, is_zero_fill, resized
+from .iree_ir import generic, is_zero_fill, resized, zero_padding
 from .linalg_analysis import collect
 from .matmul_epilogue import fusible_epilogue
 from .remarks import remark
@@ -201,26 +201,6 @@ def _rewrite_left(pass_name: str, module, op, obj: str, conv=None, target=None) 
 
 
 # ----------------------------------------------------------------------------- convolutions
-def zero_padding(value):
-    """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by zeros along H and
-    W only, with static sizes (the convolution entry reads the source and treats the rest as
-    zeros); else (value, (0, 0))."""
-    from iree.compiler import ir
-
-    pad = defining_op(value, ("tensor.pad",))
-    if pad is None:
-        return value, (0, 0)
-    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
-    high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
-    dyn = ir.ShapedType.get_dynamic_size()
-    region = pad.regions[0].blocks[0]
-    yielded = list(region.operations)[-1].operands[0]
-    if (dyn in low + high or low[:2] + high[:2] != [0, 0, 0, 0] or constant_scalar(yielded) != 0.0
-            or not pad.operands[0].type.has_static_shape):
-        return value, (0, 0)
-    return pad.operands[0], (low[2], low[3])
-
-
 def conv_geometry(op):
     """The ConvGeometry of a static linalg.conv_2d_nchw_fchw, its padding folded in."""
     s = conv_shape(op)

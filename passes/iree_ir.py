@@ -150,3 +150,23 @@ def resized(value, shape: Sequence[int]):
         return value
     return tensor.InsertSliceOp(value, zeros(shape, et), [], [], [], [0] * len(shape), common,
                                 [1] * len(shape)).result
+
+
+def zero_padding(value):
+    """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by zeros along H and
+    W only, with static sizes (the convolution entry reads the source and treats the rest as
+    zeros); else (value, (0, 0))."""
+    from iree.compiler import ir
+
+    pad = defining_op(value, ("tensor.pad",))
+    if pad is None:
+        return value, (0, 0)
+    low = list(ir.DenseI64ArrayAttr(pad.attributes["static_low"]))
+    high = list(ir.DenseI64ArrayAttr(pad.attributes["static_high"]))
+    dyn = ir.ShapedType.get_dynamic_size()
+    region = pad.regions[0].blocks[0]
+    yielded = list(region.operations)[-1].operands[0]
+    if (dyn in low + high or low[:2] + high[:2] != [0, 0, 0, 0] or constant_scalar(yielded) != 0.0
+            or not pad.operands[0].type.has_static_shape):
+        return value, (0, 0)
+    return pad.operands[0], (low[2], low[3])

@@ -32,7 +32,7 @@ from typing import Optional
 
 from inferx_compiler.kernels.triton_matmul import EPILOGUE_OPS, POINTER_TYPES, Epilogue, EpilogueInput, Offsets
 
-from .iree_ir import constant_scalar, defining_op
+from .iree_ir import constant_scalar, defining_op, zero_padding
 from .linalg_analysis import all_parallel, indexing_maps
 
 # A digit: (source "m" or "n", div, size); a coordinate: its digits, most significant first.
@@ -466,7 +466,6 @@ def _folded_into_kernel(pad) -> bool:
     """Whether inferx-f32-matmul will fold this pad away: a zero pad read only by convolutions
     marked for our CPU kernel's convolution entry."""
     from .conv_strategy import marked_for_kernel
-    from .f32_matmul import zero_padding
 
     users = [use.owner for use in pad.results[0].uses]
     folds = zero_padding(pad.results[0])[0] != pad.results[0]
