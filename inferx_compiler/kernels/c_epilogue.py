@@ -140,6 +140,10 @@ def generate(epilogue: Epilogue, m: int, n: int, conv: bool = False) -> CEpilogu
         lines += ["{"] + ["  " + s for s in _statements(epilogue, half, kinds)] + ["}"]
     macro = "#define INFERX_EPILOGUE(acc0, acc1, row, col, lo, hi, x) do { \\\n" + "".join(
         f"    {line} \\\n" for line in lines) + "  } while (0)\n"
+    fetches = [f"_mm_prefetch((const char *)(x[{i}] + {_row_offset(e.offsets.rows)} + (col)), _MM_HINT_T0);"
+               for i, (e, kind) in enumerate(zip(epilogue.inputs, kinds)) if kind == "vector"]
+    macro += "#define INFERX_EPILOGUE_PREFETCH(row, col, x) do { \\\n" + "".join(
+        f"    {line} \\\n" for line in fetches) + "  } while (0)\n"
     tag = hashlib.sha256(("conv\n" if conv else "").encode() + macro.encode()).hexdigest()[:12]
     pointers = "".join(f", const float *x{i}, int64_t x{i}_offset" for i in range(len(kinds)))
     inputs = ", ".join(f"x{i} + x{i}_offset" for i in range(len(kinds))) or "0"  # (never read: no inputs)

@@ -46,15 +46,24 @@
 #ifndef INFERX_EPILOGUE
 #define INFERX_EPILOGUE(acc0, acc1, row, col, lo, hi, x)
 #endif
+/* ... and INFERX_EPILOGUE_PREFETCH(row, col, x) fetches the lines its inputs read at (row, col):
+ * called during the k loop of the call whose epilogue reads them. */
+#ifndef INFERX_EPILOGUE_PREFETCH
+#define INFERX_EPILOGUE_PREFETCH(row, col, x)
+#endif
 struct epilogue_at { /* where the registers lie in the output, and the epilogue's inputs */
   int64_t row, col;
   const float *const *x;
 };
 
-/* c[0:rows, 0:32] (+)= a[0:rows, 0:kc] b[0:kc, 0:32]; rows is a compile-time constant after inlining. */
+/* c[0:rows, 0:32] (+)= a[0:rows, 0:kc] b[0:kc, 0:32]; rows is a compile-time constant after inlining.
+ * `next` (or 0): the output tile the next call stores, rows ldc apart; its lines are fetched for
+ * writing during this call's k loop, one a k (a store missing every cache would stall the
+ * store buffer: 28 of them end each call, a quarter of a K=64 call's time when C is cold). */
 static inline __attribute__((always_inline)) void micro(int rows, const float *a, int64_t lda, int64_t step, const float *b,
                                                         int64_t kc, float *c, int64_t ldc, int accumulate, __mmask16 lo,
-                                                        __mmask16 hi, int left, const struct epilogue_at *at) {
+                                                        __mmask16 hi, int left, const struct epilogue_at *at,
+                                                        const float *next) {
   __m512 acc[MR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
@@ -64,6 +73,8 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
+    if (next && k < 2 * rows) _mm_prefetch((const char *)(next + (k >> 1) * ldc + (k & 1) * 16), _MM_HINT_ET0);
+    if (at && k < 2 * rows) INFERX_EPILOGUE_PREFETCH(at->row + (k >> 1), at->col + (k & 1) * 16, at->x);
     if (left) {
       /* the weight's packed rows stream from L2, one line a k; the panel is in L1 */
       _mm_prefetch((const char *)(a + (k + PREFETCH_K) * step), _MM_HINT_T0);
@@ -103,7 +114,7 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
 /* micro with `rows` (and `left`) as compile-time constants. */
 #define INFERX_MICRO_ROWS(name, left)                                                                                      \
   static void name(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc, \
-                   int accumulate, __mmask16 lo, __mmask16 hi, const struct epilogue_at *at) {                             \
+                   int accumulate, __mmask16 lo, __mmask16 hi, const struct epilogue_at *at, const float *next) {          \
     switch (rows) {                                                                                                        \
       INFERX_ROWS(1, left) INFERX_ROWS(2, left) INFERX_ROWS(3, left) INFERX_ROWS(4, left) INFERX_ROWS(5, left)            \
       INFERX_ROWS(6, left) INFERX_ROWS(7, left) INFERX_ROWS(8, left) INFERX_ROWS(9, left) INFERX_ROWS(10, left)           \
@@ -114,7 +125,7 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
   }
 #define INFERX_ROWS(r, left) \
   case r:                    \
-    micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left, at); \
+    micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left, at, next); \
     break;
 #ifndef INFERX_LEFT_ONLY
 INFERX_MICRO_ROWS(micro_rows, 0)
@@ -192,7 +203,9 @@ void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b
         pack_rows(rows_a, K, rows, kc, packed);
         rows_a = packed, lda = 1, step = PACKED_ROWS;
       }
-      for (int64_t n = n0; n < n1; n += 32) micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0, 0xFFFF, 0xFFFF, 0);
+      for (int64_t n = n0; n < n1; n += 32)
+        micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0, 0xFFFF, 0xFFFF, 0,
+                   n + 32 < n1 ? c + m * N + n + 32 : 0);
       m += rows;
     }
   }
@@ -323,7 +336,7 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
         const int rows = (int)(m1 - m < MR ? m1 - m : MR);
         const struct epilogue_at at = {row0 + m, n, x};
         micro_rows_left(rows, a + ((m / MR) * K + k0) * MR, 1, MR, panel, kc, c + m * N + n, N, k0 > 0, lo, hi,
-                        x && k0 + kc == K ? &at : 0);
+                        x && k0 + kc == K ? &at : 0, m + MR < m1 ? c + (m + MR) * N + n : 0);
       }
     }
   }

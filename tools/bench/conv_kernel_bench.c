@@ -6,8 +6,9 @@
  *   MT=266 NT=32 COLD=1 OMP_NUM_THREADS=2 /tmp/conv_bench 256 256 14 3 1 1
  *
  * F filters over C channels of an H x H image, a K x K filter; MT / NT the workgroup tile (rows,
- * a multiple of 14; columns), else the rule's defaults for the left-weight entry; COLD=1 evicts the
- * caches (a 300 MB sweep) before every repetition, as in a model whose other layers ran between.
+ * a multiple of 14; columns), else the rule's defaults for the left-weight entry; IMAGES=n runs n
+ * images a call (the reference checks the first); COLD=1 evicts the caches (a 300 MB sweep)
+ * before every repetition, as in a model whose other layers ran between.
  * Prints the best of 7 repetitions (ms, GFLOP/s) and the relative L2 error against float64. */
 #include <math.h>
 #include <stdio.h>
@@ -38,8 +39,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "K=%ld has no K block from 64 to 256\n", (long)K);
     return 2;
   }
-  float *x = malloc(4 * C * H * W), *w = malloc(4 * F * K), *y = malloc(4 * F * N);
-  for (int64_t i = 0; i < C * H * W; ++i) x[i] = (float)rand() / RAND_MAX - 0.5f;
+  const int64_t images = getenv("IMAGES") ? atoi(getenv("IMAGES")) : 1;
+  float *x = malloc(4 * images * C * H * W), *w = malloc(4 * F * K), *y = malloc(4 * images * F * N);
+  for (int64_t i = 0; i < images * C * H * W; ++i) x[i] = (float)rand() / RAND_MAX - 0.5f;
   for (int64_t i = 0; i < F * K; ++i) w[i] = (float)rand() / RAND_MAX - 0.5f;
   const int64_t blocks = (F + 13) / 14;
   float *a = calloc(blocks * 14 * K, 4); /* the packed weight: [blocks][K][14] */
@@ -58,7 +60,7 @@ int main(int argc, char **argv) {
     const int64_t rt = (F + mt - 1) / mt, ct = (N + nt - 1) / nt;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < rt * ct; ++t)
-      inferx_f32c_tile(a, 0, x, 0, y, 0, F, N, K, kc, 1, H, W, OW, KH, KW, S, S, 1, 1, P, P, (t / ct) * mt, mt,
+      inferx_f32c_tile(a, 0, x, 0, y, 0, F, N, K, kc, images, H, W, OW, KH, KW, S, S, 1, 1, P, P, (t / ct) * mt, mt,
                        (t % ct) * nt, nt);
     const double t = now() - t0;
     if (t < best) best = t;
@@ -78,8 +80,9 @@ int main(int argc, char **argv) {
         err += d * d;
         ref += s * s;
       }
-  printf("F=%ld C=%ld H=%ld %ldx%ld stride %ld pad %ld, tile %ldx%ld: %.3f ms, %.1f GFLOP/s, relative L2 %.1e\n", (long)F,
-         (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)mt, (long)nt, best * 1e3, 2.0 * F * N * K / best / 1e9,
+  printf("F=%ld C=%ld H=%ld %ldx%ld stride %ld pad %ld, %ld image(s), tile %ldx%ld: %.3f ms, %.1f GFLOP/s, relative L2 %.1e\n",
+         (long)F, (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)images, (long)mt, (long)nt, best * 1e3,
+         2.0 * images * F * N * K / best / 1e9,
          sqrt(err / ref));
   return 0;
 }
