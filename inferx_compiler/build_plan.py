@@ -114,7 +114,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         passes.append(f"inferx-isolate-casts{{target={target.name}}}")
     if options.runs("inferx-narrow-parameters"):
         passes.append("inferx-narrow-parameters")
-    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", "inferx-add-output-entry"]
+    transients = "{transients=true}" if target.backend == "llvm-cpu" else ""
+    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", f"inferx-add-output-entry{transients}"]
     return "builtin.module(" + ",".join(passes) + ")"
 
 

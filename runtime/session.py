@@ -11,6 +11,7 @@ from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dtype
 
 from .buffers import StagingBuffers, concat_padded, write_rows
+from .output_entry import OutputEntry
 from .devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
                       hal_device, parse_device)
 from .validation import strip_fixed_inputs, validate_feeds
@@ -58,12 +59,13 @@ class InferenceSession:
             return None
         return rt.FunctionInvoker(self._context, self._device, fn)
 
-    def _output_entry(self, rt, name: str | None):
-        """The invoker of the entry that writes results into caller buffers, when the module
-        has one and every output's dtype can be stored by the caller."""
+    def _output_entry(self, rt, name: str | None) -> OutputEntry | None:
+        """The entry that writes results into caller buffers (and takes the call's transient
+        storage), when the module has one and every output's dtype can be stored by the caller."""
         if not all(s.dtype in STORABLE_DTYPES for s in self.outputs):
             return None
-        return self._function_invoker(rt, name)
+        fn = self._module.lookup_function(name) if name else None
+        return None if fn is None else OutputEntry(rt, self._context, self._device, self._module, fn)
 
     def _invokers_for(self, shapes: list[tuple]) -> tuple:
         """(invoker, output-entry invoker) of the function that runs inputs of these shapes: a
@@ -112,6 +114,13 @@ class InferenceSession:
     def buffer_allocations(self) -> int:
         """Device buffers this session has allocated for inputs and outputs so far."""
         return self._staging.allocations
+
+    @property
+    def transient_bytes(self) -> int:
+        """Bytes of storage this session holds for its calls' intermediate tensors (allocated on
+        a function's first call and reused; 0 for modules whose entries do not take it)."""
+        entries = [self._into_invoker] + [into for _, _, into in self._static]
+        return sum(e.storage_bytes for e in entries if e is not None)
 
     @property
     def device(self) -> str:
@@ -314,9 +323,7 @@ class CallPlan:
         self._outputs = [(spec.name, view) for spec, view in zip(session.outputs, entry.output_host_views)]
         self._context = session._context
         self._function = into_invoker.vm_function
-        self._args = rt.VmVariantList(len(entry.buffer_views) + len(entry.output_views))
-        for view in list(entry.buffer_views) + list(entry.output_views):
-            self._args.push_ref(view)
+        self._args = into_invoker.arguments(list(entry.buffer_views) + list(entry.output_views))
         self._vm_list = rt.VmVariantList
 
     def run(self, feeds: dict) -> dict[str, np.ndarray]:

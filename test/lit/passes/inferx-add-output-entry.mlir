@@ -1,5 +1,6 @@
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-add-output-entry)' | filecheck %s
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-bind-parameters,inferx-add-output-entry)' | filecheck %s --check-prefix=BOUND
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-add-output-entry{transients=true})' | filecheck %s --check-prefix=TRANS
 
 // @main is kept as it is; @main$into takes the same inputs (with their attributes) and one
 // storage argument per result, tagged with the result's index, and calls @main.
@@ -20,6 +21,18 @@
 // BOUND-SAME:    %[[X:[a-z0-9]+]]: tensor<?x4xf32>, %{{.+}}: tensor<?x8xf32> {iree.abi.output = 0 : index}, %{{.+}}: tensor<?xf32> {iree.abi.output = 1 : index})
 // BOUND:         call @main(%[[X]])
 // BOUND-NOT:     func.func @_inferx_impl_main$into
+
+// transients=true: a last argument holds the call's transient storage, and every result is
+// produced in it (hal.tensor.transients, with its dynamic dims).
+// TRANS-LABEL: func.func @main$into(
+// TRANS-SAME:    %{{.+}}: tensor<?xf32> {iree.abi.output = 1 : index},
+// TRANS-SAME:    %[[S:[a-z0-9]+]]: !hal.buffer {inferx.transients}) -> (tensor<?x8xf32>, tensor<?xf32>)
+// TRANS:         %[[R:.+]]:2 = call @main(
+// TRANS:         %[[D0:.+]] = tensor.dim %[[R]]#0, %{{.+}} : tensor<?x8xf32>
+// TRANS:         %[[T0:.+]] = hal.tensor.transients %[[R]]#0 : tensor<?x8xf32>{%[[D0]]} from %[[S]] : !hal.buffer
+// TRANS:         %[[D1:.+]] = tensor.dim %[[R]]#1, %{{.+}} : tensor<?xf32>
+// TRANS:         %[[T1:.+]] = hal.tensor.transients %[[R]]#1 : tensor<?xf32>{%[[D1]]} from %[[S]] : !hal.buffer
+// TRANS:         return %[[T0]], %[[T1]]
 func.func @main(%x: tensor<?x4xf32>, %w: tensor<4x8xf32> {inferx.parameter = "fc.weight"}) -> (tensor<?x8xf32>, tensor<?xf32>) {
   %c0 = arith.constant 0 : index
   %d = tensor.dim %x, %c0 : tensor<?x4xf32>

@@ -1,4 +1,6 @@
 // RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-add-output-entry)' --verify-diagnostics
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-add-output-entry{transients=maybe})' 2>&1 | filecheck %s --check-prefix=OPTION
+// OPTION: error: {{.*}}inferx-add-output-entry{{.*}}transients
 
 // The name the entry would take is already used by something that is not its entry.
 // expected-error @+1 {{cannot add 'main$into': the module already has a symbol of that name}}
