@@ -76,6 +76,17 @@ def uses_conv_strategy(target: Target, options: CompileOptions) -> bool:
             and options.runs("inferx-conv-strategy"))
 
 
+OUTPUT_ENTRY = "inferx-add-output-entry"
+# CPU: the entry also takes the call's transient storage (allocated once by the session)
+OUTPUT_ENTRY_WITH_TRANSIENTS = "inferx-add-output-entry{transients=true}"
+
+
+def without_transients(pipeline: str) -> str:
+    """The input pipeline with the plain output entry (the fallback where IREE fails with the
+    transient storage passed in)."""
+    return pipeline.replace(OUTPUT_ENTRY_WITH_TRANSIENTS, OUTPUT_ENTRY)
+
+
 def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: bool = False) -> str:
     """The inferx passes run in IREE's context before IREE's own pipeline. `isolate_casts`: with
     inferx-isolate-casts, which the driver adds only when IREE has failed to data-tile the model
@@ -114,8 +125,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         passes.append(f"inferx-isolate-casts{{target={target.name}}}")
     if options.runs("inferx-narrow-parameters"):
         passes.append("inferx-narrow-parameters")
-    transients = "{transients=true}" if target.backend == "llvm-cpu" else ""
-    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", f"inferx-add-output-entry{transients}"]
+    entry = OUTPUT_ENTRY_WITH_TRANSIENTS if target.backend == "llvm-cpu" else OUTPUT_ENTRY
+    passes += [f"inferx-bind-parameters{{scope={PARAMETER_SCOPE}}}", entry]
     return "builtin.module(" + ",".join(passes) + ")"
 
 

@@ -29,7 +29,7 @@ from . import graph_lowering, onnx_frontend
 from .artifact import Manifest, MODULE_MLIR, MODULE_VMFB, sha256_file, write_artifact
 from .errors import ModelLoadError, PipelineError, TargetError
 from .build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
-                         graph_decision_pipeline, iree_flags, iree_input_pipeline)
+                         graph_decision_pipeline, iree_flags, iree_input_pipeline, without_transients)
 from .log import BuildLog
 from .onnx_nodes import attribute_failure
 from .options import EMIT_CHOICES, PRECISIONS, CompileOptions
@@ -331,7 +331,8 @@ def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, inp
                            isolated_pipeline: Optional[str] = None):
     """IREE with the target's flags. If IREE fails with the target's aggressive dispatch fusion
     (Target.iree_flags: some layer norms then exceed IREE's CPU stack limit), build again without
-    it. If IREE's data tiling fails on this model, build again with
+    it; then without the transient storage passed into the output entries (CPU). If IREE's data
+    tiling fails on this model, build again with
     `isolated_pipeline` (inferx-isolate-casts added: IREE 3.13 cannot data-tile a BERT-size layer
     norm that feeds bf16 matmuls), and if that fails too, without data tiling (IREE 3.13 also
     rejects some bool-masked attention graphs in linalg.pack; not when the build forces a
@@ -351,6 +352,15 @@ def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, inp
     if AGGRESSIVE_FUSION_FLAG in flags:
         log.step(f"IREE failed with aggressive dispatch fusion ({_first_error(failure)}); building again without it")
         flags = [f for f in flags if f != AGGRESSIVE_FUSION_FLAG]
+        try:
+            return build(input_pipeline, flags)
+        except PipelineError as e:
+            failure = e
+    if without_transients(input_pipeline) != input_pipeline:
+        log.step(f"IREE failed with the transient storage passed in ({_first_error(failure)}); "
+                 f"building again without it")
+        input_pipeline = without_transients(input_pipeline)
+        isolated_pipeline = isolated_pipeline and without_transients(isolated_pipeline)
         try:
             return build(input_pipeline, flags)
         except PipelineError as e:

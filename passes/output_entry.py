@@ -13,14 +13,16 @@ buffers once per batch bucket, host-visible, and reuses them. `@main` stays unch
 (upstream `iree-run-module` keeps working). IREE inlines the call; identical dispatches are
 deduplicated, so the code is compiled once.
 
-With `transients=true` (CPU targets) the entry also takes the storage for the call's
+With `transients=true` (CPU targets) the entry of a static-shape function also takes the storage for the call's
 intermediate tensors as a last argument, `%transients: !hal.buffer`, and each result becomes
 `hal.tensor.transients %r from %transients`: IREE then places every transient allocation of
 the call in that buffer, whose size it reports per function (reflection
 `iree.abi.transients.size[.constant]`), and the runtime allocates it once. Without it, IREE's
 CPU device mallocs the transients on every call; past glibc's mmap threshold (32 MiB at
 most) that is a fresh mapping, every page of it faulted in and zeroed again on each call
-(ResNet-50 at batch 8: a 78 MB mapping, 19,000 page faults a call).
+(ResNet-50 at batch 8: a 78 MB mapping, 19,000 page faults a call). Functions with dynamic
+dims keep the plain entry: IREE 3.13 fails on GPT-2's and BERT's with their transients
+emplaced ("explicit execution regions must only contain explicit ops").
 """
 
 from __future__ import annotations
@@ -61,7 +63,9 @@ class AddOutputEntry(ModulePass):
                     continue  # added before
                 raise PassFailure(f"cannot add '{name}{SUFFIX}': the module already has a symbol of "
                                   f"that name", func_op)
-            _add_entry(module, func_op, name, ftype, self.transients)
+            static = all(ir.ShapedType(t).has_static_shape for t in list(ftype.inputs) + list(ftype.results)
+                         if isinstance(t, ir.ShapedType))
+            _add_entry(module, func_op, name, ftype, self.transients and static)
 
 
 def _is_output_entry(op) -> bool:

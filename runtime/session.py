@@ -65,7 +65,7 @@ class InferenceSession:
         if not all(s.dtype in STORABLE_DTYPES for s in self.outputs):
             return None
         fn = self._module.lookup_function(name) if name else None
-        return None if fn is None else OutputEntry(rt, self._context, self._device, self._module, fn)
+        return None if fn is None else OutputEntry(rt, self._context, self._device, fn)
 
     def _invokers_for(self, shapes: list[tuple]) -> tuple:
         """(invoker, output-entry invoker) of the function that runs inputs of these shapes: a

@@ -5,7 +5,8 @@ IREE per function, and the runtime passes the same buffer on every call.
 The model's one intermediate is 4096 x 4096 f32 (64 MiB, 16,384 pages of 4 KiB): without the
 storage, IREE's CPU device mallocs it on every call, past glibc's mmap threshold, and every
 page faults in again on every call. Numbers are checked against onnxruntime, for the static
-function (its storage size a constant) and the dynamic one (its size computed per shape)."""
+function (its entry takes the storage) and the dynamic one (its entry does not: IREE 3.13 fails
+on some models' dynamic functions with the storage passed in)."""
 
 from __future__ import annotations
 
@@ -56,15 +57,72 @@ def _faults_per_call(session, feeds, calls=4) -> float:
     return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
 
 
-@pytest.mark.parametrize("rows", [ROWS, 3000])  # the static function, the dynamic one
-def test_intermediates_reuse_one_buffer(built, rows):
-    path, out = built
-    x = np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)
-    session = inferx_compiler.load(str(out), device="cpu:task")
-    faults = _faults_per_call(session, {"x": x})
-    assert session.transient_bytes >= rows * WIDTH * 4  # the intermediate lies in the session's storage
-    got = session.run({"x": x})
-    ref = onnxruntime_outputs(path, {"x": x})
+def _feeds(rows):
+    return {"x": np.random.default_rng(rows).standard_normal((rows, 64)).astype(np.float32)}
+
+
+def _check(path, got, feeds):
+    ref = onnxruntime_outputs(path, feeds)
     assert rel_l2(got["s"], ref["s"]) < 1e-5 and rel_l2(got["m"], ref["m"]) < 1e-5
-    # a fresh intermediate would fault in rows x 4096 x 4 bytes of pages on every call
-    assert faults < INTERMEDIATE_PAGES * rows / ROWS / 4, faults
+
+
+def test_intermediates_reuse_one_buffer(built):
+    path, out = built
+    feeds = _feeds(ROWS)
+    session = inferx_compiler.load(str(out), device="cpu:task")
+    faults = _faults_per_call(session, feeds)
+    assert session.transient_bytes >= ROWS * WIDTH * 4  # the intermediate lies in the session's storage
+    _check(path, session.run(feeds), feeds)
+    # a fresh intermediate would fault in its 16,384 pages on every call
+    assert faults < INTERMEDIATE_PAGES / 4, faults
+
+
+def test_dynamic_function_keeps_its_own_transients(built):
+    path, out = built
+    feeds = _feeds(3000)  # no static function for 3000 rows: the dynamic one, its entry without storage
+    session = inferx_compiler.load(str(out), device="cpu:task")
+    _check(path, session.run(feeds), feeds)
+    assert session.transient_bytes == 0
+
+
+def test_entry_invoked_with_device_arrays(built):
+    """The entry's own call (the session's path where no call plan serves): buffer views in,
+    the results as device arrays, the storage passed by the entry."""
+    import iree.runtime as rt
+
+    path, out = built
+    feeds = _feeds(ROWS)
+    session = inferx_compiler.load(str(out), device="cpu:task")
+    entry = session._invokers_for([feeds["x"].shape])[1]
+    assert entry.takes_transients
+    views = [rt.asdevicearray(session._device, a)._buffer_view
+             for a in (feeds["x"], np.zeros(WIDTH, np.float32), np.zeros(ROWS, np.float32))]
+    s, m = entry(*views)
+    _check(path, {"s": s.to_host(), "m": m.to_host()}, feeds)
+
+
+def test_build_falls_back_to_the_plain_entry(tmp_path, monkeypatch, capfd):
+    """Where IREE fails with the storage passed in, the build goes through with the plain output
+    entry, says so, and records the pipeline it used (the session then allocates per call)."""
+    from inferx_compiler import iree_backend
+    from inferx_compiler.build_plan import OUTPUT_ENTRY_WITH_TRANSIENTS
+    from inferx_compiler.errors import PipelineError
+
+    compile_module = iree_backend.compile_module
+
+    def failing_with_transients(bytecode, flags, *, input_pipeline, **kwargs):
+        if OUTPUT_ENTRY_WITH_TRANSIENTS in input_pipeline:
+            raise PipelineError("IREE compile failed:\nerror: explicit execution regions must only contain explicit ops")
+        return compile_module(bytecode, flags, input_pipeline=input_pipeline, **kwargs)
+
+    monkeypatch.setattr(iree_backend, "compile_module", failing_with_transients)
+    monkeypatch.setenv("INFERX_CLI_CHILD", "1")  # build in this process, where the patch is
+    path = save(wide_intermediate(d_in=8), tmp_path / "wide.onnx")
+    out = tmp_path / "wide.ixa"
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "16", "--no-measure", "-o", str(out)]) == 0
+    assert "IREE failed with the transient storage passed in" in capfd.readouterr().err
+    session = inferx_compiler.load(str(out), device="cpu:task")
+    assert OUTPUT_ENTRY_WITH_TRANSIENTS not in session.artifact.manifest.pipeline["iree-input"]
+    feeds = {"x": np.ones((16, 8), np.float32)}
+    _check(path, session.run(feeds), feeds)
+    assert session.transient_bytes == 0
