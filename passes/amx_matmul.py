@@ -63,4 +63,4 @@ class AmxMatmul(TargetedPass):
             return
         run_weight_kernel(self.name, module, matmuls, ("bf16", "bf16", "f32"),
                           lambda k: cpu_objects.bf16_amx_declined(target, k), "bf16_amx_gemm.c", "bf16_amx",
-                          amx_packed, "AMX")
+                          amx_packed, "AMX", target.cores or 0)

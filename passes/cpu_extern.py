@@ -79,6 +79,9 @@ class ConvGeometry:
         return [self.images, self.h, self.w, self.ow, self.kh, self.kw, *self.strides, *self.dilations, *self.pads]
 
 
+STREAMING_ROWS = 16  # up to this many rows a product's time is its weight's read (KernelProduct._streaming)
+
+
 @dataclasses.dataclass(frozen=True)
 class KernelProduct:
     """One kernel product: C[M, N] = A[M, K] x the packed weight (and its other inputs)."""
@@ -96,7 +99,7 @@ class KernelProduct:
     fused: tuple = ()  # the names of the ops the epilogue replaced (for the report)
     object_sha256: str = ""  # the generated variant's object (for the manifest)
     conv: Optional["ConvGeometry"] = None  # f32c: the convolution (M filters, N = OH OW, K = C KH KW)
-    workers: int = 4  # f32c: the target's cores (its row tiles: one weight slice a worker at most)
+    workers: int = 4  # the target's cores (f32c: one weight slice a worker at most; a few rows: one column tile each)
     l2_bytes: int = 1 << 20  # f32c: a core's L2 (a weight slice over half of it is split)
 
     @property
@@ -127,11 +130,14 @@ class KernelProduct:
         allows (else 32), up to 128 rows in steps of 32 (its 32x32 accumulator block; a larger
         tile reads each operand tile for more products)."""
         if self.kind == "f32":
-            return self._f32_tile()
+            return self._streaming() or self._f32_tile()
         if self.kind == "f32l":
             return self._f32l_tile()
         if self.kind == "f32c":
             return self._f32c_tile()
+        streaming = self._streaming()
+        if streaming:
+            return streaming
         if self.kind in AMX_KINDS:
             columns = 128 if self.n % 128 == 0 else 64 if self.n % 64 == 0 else 32
             rows = 128 if self.m == DYNAMIC else min(128, -(-self.m // 32) * 32)
@@ -139,6 +145,15 @@ class KernelProduct:
         columns = 64 if self.n % 64 == 0 else 32
         rows = 32 if self.m == DYNAMIC else min(32, -(-self.m // 8) * 8)
         return rows, columns
+
+    def _streaming(self) -> Optional[tuple[int, int]]:
+        """A product of at most STREAMING_ROWS static rows streams its weight from memory: one
+        column tile a worker (all rows), each worker reading one long run of the packed weight.
+        8x4096^2 f32 MLP at batch 1, 2 threads (tools/bench/dispatch_profile.py): 256-column
+        tiles 21.1-23.0 ms a call, 128 24.8-25.2, one tile a worker (2048) 19.6-20.6."""
+        if self.m == DYNAMIC or self.m > STREAMING_ROWS or self.workers <= 0:
+            return None
+        return self.m, kernel_columns(-(-self.n // self.workers))
 
     def _f32_tile(self) -> tuple[int, int]:
         """f32_gemm.c: up to 128 rows (the first row block of a tile reads the weight from
@@ -329,16 +344,19 @@ def kernel_columns(n: int) -> int:
     return -(-n // 32) * 32
 
 
-def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_operands, kernel_object: str):
+def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_operands, kernel_object: str,
+                   workers: int = 0):
     """C[M, N] of our `kind` kernel for the left operand a [M, K] (u8 activations, or bf16 for
     AMX): declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
-    kernel's padded column count), cuts the padded columns. Static or dynamic rows."""
+    kernel's padded column count), cuts the padded columns. Static or dynamic rows; `workers`
+    the target's cores (0: unknown)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     padded = kernel_columns(n)
     static = a.type.has_static_shape
-    product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group)
+    product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group,
+                            **({"workers": workers} if workers else {}))
     declare(module, product, kernel_object)
     rows = None if static else tensor.dim(a, arith.constant(ir.IndexType.get(), 0))
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)

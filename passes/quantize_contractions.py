@@ -259,12 +259,13 @@ def vnni_packed(wq):
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], i8), packed, [[0, 1, 2, 3]]).result
 
 
-def vnni_product(module, xq_u8, wq, kernel_object: str, kind: str = "u8s8"):
+def vnni_product(module, xq_u8, wq, kernel_object: str, kind: str = "u8s8", workers: int = 0):
     """acc[m, n] = sum_k (xq[m, k] + 128) * wq[k, n], by our u8 x s8 -> s32 kernel: `kind` "u8s8"
-    (AVX-512 VNNI) or "u8s8_amx" (AMX tiles; the same packed weight, the same sums)."""
+    (AVX-512 VNNI) or "u8s8_amx" (AMX tiles; the same packed weight, the same sums); `workers`
+    the target's cores (0: unknown), which a few rows' column tiles follow."""
     k, n = wq.type.shape
     return cpu_extern.kernel_product(module, kind, xq_u8, k, n, 0,
-                                     lambda padded: [vnni_packed(resized(wq, [k, padded]))], kernel_object)
+                                     lambda padded: [vnni_packed(resized(wq, [k, padded]))], kernel_object, workers)
 
 
 def s4_vnni_packed(wq4):
@@ -309,7 +310,7 @@ def s4_correction(wq4, s4):
                    ["reduction", "reduction", "parallel"], body)
 
 
-def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
+def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str, workers: int = 0):
     """f[m, n] = sum_g s4[g, n] * sum_{k in g} (xq[m, k] + 128) * wq4[k, n] (f32), by our
     VNNI kernel (u8 x s4, int4 read as stored)."""
     groups, size, n = wq4.type.shape
@@ -317,7 +318,7 @@ def s4_vnni_product(module, xq_u8, wq4, s4, kernel_object: str):
     def weights(padded):
         return [s4_vnni_packed(resized(wq4, [groups, size, padded])), resized(s4, [groups, padded])]
 
-    return cpu_extern.kernel_product(module, "u8s4", xq_u8, groups * size, n, size, weights, kernel_object)
+    return cpu_extern.kernel_product(module, "u8s4", xq_u8, groups * size, n, size, weights, kernel_object, workers)
 
 
 def rescale_groups(f, correction, step, zero_point, y0):
@@ -455,10 +456,11 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
             ir.RankedTensorType.get([groups, n], scale))
 
 
-def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> None:
+def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, workers: int = 0) -> None:
     """`kernel`: (kind, object file) of the VNNI kernel to use (CPU: "u8s8", or "u8s4" for int4;
     None: IREE's s8 x s8 code), or (CUDA, the weight-only form) the DequantSpec of our kernel
-    and the epilogue plan it finishes (None: IREE's dequantize-and-matmul)."""
+    and the epilogue plan it finishes (None: IREE's dequantize-and-matmul); `workers` the CPU
+    target's cores (the kernels' column tiles for a few rows)."""
     x, y0, matmul_rhs = matmul.operands[0], matmul.operands[2], matmul.operands[1]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
@@ -478,7 +480,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> 
         elif kernel is not None and kernel[0] == "u8s4":
             step, zero_point = row_ranges(x)
             xq = quantize_rows(x, step, zero_point, unsigned=True)
-            sums = s4_vnni_product(func_op.parent, xq, wq, scale, kernel[1])
+            sums = s4_vnni_product(func_op.parent, xq, wq, scale, kernel[1], workers)
             y = rescale_groups(sums, s4_correction(wq, scale), step, zero_point, y0)
         else:
             if scheme.kind == "int4":
@@ -487,7 +489,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None) -> 
             colsum = column_sums(wq)
             if kernel is not None:
                 xq = quantize_rows(x, step, zero_point, unsigned=True)
-                acc = vnni_product(func_op.parent, xq, wq, kernel[1], kernel[0])
+                acc = vnni_product(func_op.parent, xq, wq, kernel[1], kernel[0], workers)
             else:
                 xq = quantize_rows(x, step, zero_point)
                 acc = int8_product(xq, wq)
@@ -585,7 +587,7 @@ class QuantizeContractions(TargetedPass):
             how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
         remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
         with op.context:
-            rewrite(op, weight, scheme, kernel)
+            rewrite(op, weight, scheme, kernel, self.target_record().cores or 0)
 
     def _matvec_kernel(self, op, n: int, k: int, precision: str):
         """((DequantSpec, EpiloguePlan or None), None) for a CUDA weight-only product in the

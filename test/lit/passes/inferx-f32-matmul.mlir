@@ -99,3 +99,24 @@ func.func @deep(%x: tensor<4x1024xf32>, %w: tensor<1024x64xf32> {inferx.paramete
   %y3 = linalg.matmul ins(%x320, %u : tensor<4x320xf32>, tensor<320x32xf32>) outs(%z32 : tensor<4x32xf32>) -> tensor<4x32xf32>
   return %y, %y2, %y3 : tensor<4x64xf32>, tensor<4x64xf32>, tensor<4x32xf32>
 }
+
+// -----
+
+// A few rows stream the weight: one column tile a worker (x86-avx512's record: 4 cores), all
+// of 2048 columns in 4 tiles of 512; 32 rows (over STREAMING_ROWS) keep 256-column tiles (8).
+// CHECK:       stream.executable private @inferx_f32_32x2048x96
+// CHECK:         %[[C8:.+]] = arith.constant 8 : index
+// CHECK:         stream.return %[[C8]],
+// CHECK:         %[[NT256:.+]] = arith.constant 256 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT256]]) :
+// CHECK:       stream.executable private @inferx_f32_1x2048x96
+// CHECK:         %[[C4:.+]] = arith.constant 4 : index
+// CHECK:         stream.return %[[C4]],
+// CHECK:         %[[NT512:.+]] = arith.constant 512 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT512]]) :
+func.func @streaming(%x: tensor<1x96xf32>, %w: tensor<96x2048xf32> {inferx.parameter = "s.w"}, %z: tensor<1x2048xf32>,
+                     %x32: tensor<32x96xf32>, %z32: tensor<32x2048xf32>) -> (tensor<1x2048xf32>, tensor<32x2048xf32>) {
+  %y = linalg.matmul ins(%x, %w : tensor<1x96xf32>, tensor<96x2048xf32>) outs(%z : tensor<1x2048xf32>) -> tensor<1x2048xf32>
+  %y32 = linalg.matmul ins(%x32, %w : tensor<32x96xf32>, tensor<96x2048xf32>) outs(%z32 : tensor<32x2048xf32>) -> tensor<32x2048xf32>
+  return %y, %y32 : tensor<1x2048xf32>, tensor<32x2048xf32>
+}
