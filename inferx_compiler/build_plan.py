@@ -117,6 +117,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         passes.append(f"inferx-f32-matmul{{target={target.name}}}")
     if target.backend == "llvm-cpu" and "avx512f" in target.features and options.runs("inferx-softmax-kernel"):
         passes.append(f"inferx-softmax-kernel{{target={target.name}}}")
+    if target.backend == "llvm-cpu" and "avx512f" in target.features and options.runs("inferx-pool-kernel"):
+        passes.append(f"inferx-pool-kernel{{target={target.name}}}")
     if target.backend == "llvm-cpu" and options.runs("inferx-cpu-math"):
         passes.append(f"inferx-cpu-math{{target={target.name}}}")
     if target.backend == "cuda" and options.runs("inferx-split-reduction"):

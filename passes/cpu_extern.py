@@ -458,27 +458,37 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
 
 # ----------------------------------------------------------------------------- row kernels
 ROW_TILE_BYTES = 32 * 1024  # the rows a workgroup takes: about this many bytes of input
-ROW_SOURCES = {"softmax": "softmax_rows.c"}  # row kernel name -> its C source (kernels/)
+ROW_SOURCES = {"softmax": "softmax_rows.c", "maxpool": "maxpool_planes.c"}  # row kernel -> its C source
 
 
 @dataclasses.dataclass(frozen=True)
 class RowKernel:
-    """A kernel over the rows of a static f32 [R, N] tensor, Y[r, :] = f(X[r, :]): its C function
-    `inferx_<name>_rows(x, x_offset, y, y_offset, R, N, r0, rt)` computes rows [r0, r0 + rt)."""
+    """A kernel over the rows of a static f32 [R, N] tensor, Y[r, :] = f(X[r, :]) with Y
+    [R, out_n] (out_n 0: N): its C function `inferx_<name>_rows(x, x_offset, y, y_offset, R, N,
+    r0, rt, *params)` computes rows [r0, r0 + rt). `variant` names what `params` set in the
+    executable's symbol (one executable per distinct kernel)."""
 
     name: str  # "softmax": kernels/softmax_rows.c
     rows: int
     n: int
     root: str  # the report's root: what runs, on which unit
     how: str  # the report's configuration text
+    out_n: int = 0
+    params: tuple[int, ...] = ()  # trailing i64 arguments of the C function
+    variant: str = ""
+    flops: int = 0  # the report's operation count (0: not a product)
 
     @property
     def symbol(self) -> str:
-        return f"inferx_{self.name}_{self.rows}x{self.n}"
+        return f"inferx_{self.name}_{self.rows}x{self.n}" + (f"_{self.variant}" if self.variant else "")
 
     @property
     def entry(self) -> str:
         return f"inferx_{self.name}_rows"
+
+    @property
+    def columns_out(self) -> int:
+        return self.out_n or self.n
 
     def tile_rows(self) -> int:
         return max(1, min(self.rows, ROW_TILE_BYTES // (4 * self.n)))
@@ -486,12 +496,15 @@ class RowKernel:
 
 def _rows_executable(k: RowKernel, object_path: str) -> str:
     rt = k.tile_rows()
-    body, call_args = _bound_pointers([([k.rows, k.n], "f32"), ([k.rows, k.n], "f32")])
+    body, call_args = _bound_pointers([([k.rows, k.n], "f32"), ([k.rows, k.columns_out], "f32")])
     body += [f"%rows = arith.constant {k.rows} : i64", f"%n = arith.constant {k.n} : i64",
              f"%rt = arith.constant {rt} : i64", "%wxi = arith.index_cast %wx : index to i64",
-             "%r0 = arith.muli %wxi, %rt : i64",
-             f"func.call @{k.entry}({', '.join(call_args + ['%rows', '%n', '%r0', '%rt'])}) : "
-             "(memref<f32>, index, memref<f32>, index, i64, i64, i64, i64) -> ()"]
+             "%r0 = arith.muli %wxi, %rt : i64"]
+    body += [f"%param{i} = arith.constant {v} : i64" for i, v in enumerate(k.params)]
+    params = [f"%param{i}" for i in range(len(k.params))]
+    signature = ", ".join(["memref<f32>", "index", "memref<f32>", "index"] + ["i64"] * (4 + len(k.params)))
+    body.append(f"func.call @{k.entry}({', '.join(call_args + ['%rows', '%n', '%r0', '%rt'] + params)}) : "
+                f"({signature}) -> ()")
     indent = "\n      "
     return f'''
 stream.executable private @{k.symbol} attributes {{
@@ -504,7 +517,7 @@ stream.executable private @{k.symbol} attributes {{
     stream.return %x, %one, %one : index, index, index
   }}
   builtin.module {{
-    func.func private @{k.entry}(memref<f32>, index, memref<f32>, index, i64, i64, i64, i64) attributes {{hal.import.static, llvm.bareptr = true}}
+    func.func private @{k.entry}({signature}) attributes {{hal.import.static, llvm.bareptr = true}}
     func.func @{k.symbol}(%b0: !stream.binding, %b1: !stream.binding) {{
       %c0 = arith.constant 0 : index
       %wx = stream.dispatch.workgroup.id[0] : index
@@ -525,7 +538,8 @@ def row_kernel(module, kernel: RowKernel, x, object_path: str, pass_name: str):
     _declare_text(module, kernel.symbol, lambda: _rows_executable(kernel, object_path),
                   lambda executable: _annotate_rows(executable, kernel, pass_name))
     entry = ir.ArrayAttr.get([ir.SymbolRefAttr.get([kernel.symbol, kernel.symbol])])
-    return flow.DispatchOp([x.type], [], entry, [x], [], []).results[0]
+    result = ir.RankedTensorType.get([kernel.rows, kernel.columns_out], x.type.element_type)
+    return flow.DispatchOp([result], [], entry, [x], [], []).results[0]
 
 
 def _annotate_rows(executable, k: RowKernel, pass_name: str) -> None:
@@ -539,10 +553,11 @@ def _annotate_rows(executable, k: RowKernel, pass_name: str) -> None:
     entry.attributes[REPORT_ATTR] = ir.DictAttr.get({
         "root": ir.StringAttr.get(k.root), "kind": ir.StringAttr.get(k.name),
         "element_type": ir.StringAttr.get("f32"), "loops": ir.DenseI64ArrayAttr.get([k.rows, k.n]),
-        "flops": ir.IntegerAttr.get(i64, 0), "linalg_ops": ir.IntegerAttr.get(i64, 0),
+        "flops": ir.IntegerAttr.get(i64, k.flops), "linalg_ops": ir.IntegerAttr.get(i64, 0),
         "fused": ir.ArrayAttr.get([])})
     entry.attributes[CONFIG_ATTR] = ir.DictAttr.get({
-        "source": ir.StringAttr.get(f"rule ({pass_name})"), "signature": ir.StringAttr.get(f"{k.name} rows {k.rows}x{k.n}"),
+        "source": ir.StringAttr.get(f"rule ({pass_name})"), "signature": ir.StringAttr.get(f"{k.name} rows {k.rows}x{k.n}"
+                                                                       + (f" {k.variant}" if k.variant else "")),
         "config": ir.StringAttr.get(f"{k.tile_rows()} rows a workgroup, {k.how}"),
         "candidates": ir.IntegerAttr.get(i64, 0)})
 

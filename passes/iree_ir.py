@@ -156,6 +156,12 @@ def zero_padding(value):
     """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by zeros along H and
     W only, with static sizes (the convolution entry reads the source and treats the rest as
     zeros); else (value, (0, 0))."""
+    return spatial_padding(value, 0.0)
+
+
+def spatial_padding(value, fill: float):
+    """(source, (top, left)) when `value` is a tensor.pad of an NCHW tensor by the constant
+    `fill` along H and W only, with static sizes; else (value, (0, 0))."""
     from iree.compiler import ir
 
     pad = defining_op(value, ("tensor.pad",))
@@ -166,7 +172,7 @@ def zero_padding(value):
     dyn = ir.ShapedType.get_dynamic_size()
     region = pad.regions[0].blocks[0]
     yielded = list(region.operations)[-1].operands[0]
-    if (dyn in low + high or low[:2] + high[:2] != [0, 0, 0, 0] or constant_scalar(yielded) != 0.0
+    if (dyn in low + high or low[:2] + high[:2] != [0, 0, 0, 0] or constant_scalar(yielded) != fill
             or not pad.operands[0].type.has_static_shape):
         return value, (0, 0)
     return pad.operands[0], (low[2], low[3])

@@ -28,6 +28,7 @@ _PASSES = {
     "inferx-amx-matmul": "amx_matmul:AmxMatmul",
     "inferx-f32-matmul": "f32_matmul:F32Matmul",
     "inferx-softmax-kernel": "softmax_kernel:SoftmaxKernel",
+    "inferx-pool-kernel": "pool_kernel:PoolKernel",
     "inferx-cpu-math": "cpu_math:CpuMath",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",

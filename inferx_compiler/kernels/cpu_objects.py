@@ -35,7 +35,7 @@ FREESTANDING = ("-O3", "-std=c11", "-ffreestanding", "-fno-builtin", "-fno-stack
 _VNNI = ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")
 SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-bf16"),
            "u8s8_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-int8"), "f32_gemm.c": ("-mavx512f", "-mprfchw"),
-           "softmax_rows.c": ("-mavx512f",)}
+           "softmax_rows.c": ("-mavx512f",), "maxpool_planes.c": ("-mavx512f",)}
 F32_K_BLOCK_MAX = 256  # f32_gemm.c's KC_MAX: the largest K block its packed weight and row buffer take
 F32_K_BLOCK_MIN = 64  # a smaller block reloads the accumulators too often
 
