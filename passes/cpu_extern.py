@@ -74,9 +74,22 @@ class ConvGeometry:
         return (f"{self.images}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_s{pair(self.strides)}"
                 f"_d{pair(self.dilations)}_p{pair(self.pads)}")
 
+    @property
+    def joined(self) -> bool:
+        """Whether the entry tiles the images' output pixels side by side (f32_gemm.c's joined
+        images): several images whose pixels leave the last 32-column panel part empty, at
+        least 32 of them (a panel then spans at most two images), positions within int32. Two
+        threads on a Xeon (tools/bench/conv_kernel_bench.c, 8 images, residual epilogue):
+        ResNet-50's 7x7 layers 3.1 -> 2.5 (1x1) and 7.5 -> 6.1 ms (3x3), its 14x14 1x1 ones
+        3.0-3.2 -> 2.8-2.9."""
+        pixels = self.oh * self.ow
+        return (self.images > 1 and pixels >= 32 and pixels % 32 != 0
+                and self.images * self.c * self.h * self.w < 2 ** 31)
+
     def sizes(self) -> list[int]:
         """The C entry's convolution arguments (after M, N, K, kc)."""
-        return [self.images, self.h, self.w, self.ow, self.kh, self.kw, *self.strides, *self.dilations, *self.pads]
+        return [self.images, self.h, self.w, self.ow, self.kh, self.kw, *self.strides, *self.dilations, *self.pads,
+                int(self.joined)]
 
 
 STREAMING_ROWS = 16  # up to this many rows a product's time is its weight's read (KernelProduct._streaming)
@@ -109,6 +122,11 @@ class KernelProduct:
         if self.conv is not None:
             return f"inferx_{self.kind}_{self.conv.tag}{suffix}"
         return f"inferx_{self.kind}_{rows}x{self.n}x{self.k}{suffix}"
+
+    @property
+    def columns(self) -> int:
+        """The columns the workgroups tile: N, or every image's N side by side (joined images)."""
+        return self.n * self.conv.images if self.conv is not None and self.conv.joined else self.n
 
     @property
     def entry(self) -> str:
@@ -180,14 +198,15 @@ class KernelProduct:
         which costs about one 14-row block's product: so as few row tiles as the weight allows.
         Rows: all of them, unless the packed weight is over half an L2 (then one slice a
         worker, at most `workers`, each slice's K blocks staying in its core's L2), at most 37
-        blocks (518 rows) a tile. Columns: all of them up to 8 panels, else 4 panels a tile.
+        blocks (518 rows) a tile. Columns (of all images where they are joined): all of them up
+        to 8 panels, else 4 a tile.
         One Xeon core (two): ResNet-50's 256-filter 14x14 layer alone at 98x128 tiles 119 (226)
         GFLOP/s, 266x32 144 (226), 140x224 (236); the 512-filter 7x7 one at 266x64 (199)
         against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/)."""
         blocks = -(-self.m // F32_LEFT_ROWS)
         weight = 4 * blocks * F32_LEFT_ROWS * self.k
         row_tiles = max(-(-blocks // 37), min(self.workers, -(-weight // (self.l2_bytes // 2))))
-        panels = -(-self.n // 32)
+        panels = -(-self.columns // 32)
         per_tile = panels if panels <= 8 else 4
         return F32_LEFT_ROWS * -(-blocks // row_tiles), 32 * per_tile
 
@@ -272,7 +291,7 @@ stream.executable private @{p.symbol} attributes {{
     {X86_64_OBJECT_TARGET} = [#hal.executable.object<{{path = "{object_path}"}}>]}}>
 }} {{
   stream.executable.export public @{p.symbol} workgroups({workload}) -> (index, index, index) {{
-    %x = arith.constant {-(-p.n // nt)} : index
+    %x = arith.constant {-(-p.columns // nt)} : index
     {counts}
     %one = arith.constant 1 : index
     stream.return %x, %y, %one : index, index, index

@@ -55,6 +55,14 @@ struct epilogue_at { /* where the registers lie in the output, and the epilogue'
   int64_t row, col;
   const float *const *x;
 };
+/* A register tile whose 32 columns straddle two images (the convolution entry over joined
+ * images): the lanes `lo`/`hi` belong to the next image, stored at `c` (rows ldc apart, the
+ * column part negative: only those lanes are touched), its epilogue rows at `row`, `col`. */
+struct second_part {
+  float *c;
+  __mmask16 lo, hi;
+  int64_t row, col;
+};
 
 /* c[0:rows, 0:32] (+)= a[0:rows, 0:kc] b[0:kc, 0:32]; rows is a compile-time constant after inlining.
  * `next` (or 0): the output tile the next call stores, rows ldc apart; its lines are fetched for
@@ -64,13 +72,17 @@ struct epilogue_at { /* where the registers lie in the output, and the epilogue'
 static inline __attribute__((always_inline)) void micro(int rows, const float *a, int64_t lda, int64_t step, const float *b,
                                                         int64_t kc, float *c, int64_t ldc, int accumulate, __mmask16 lo,
                                                         __mmask16 hi, int left, const struct epilogue_at *at,
-                                                        const float *next) {
+                                                        const float *next, const struct second_part *second) {
   __m512 acc[MR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < MR; ++i) {
     if (i < rows) {
       acc[i][0] = accumulate ? _mm512_maskz_loadu_ps(lo, c + i * ldc) : _mm512_setzero_ps();
       acc[i][1] = accumulate ? _mm512_maskz_loadu_ps(hi, c + i * ldc + 16) : _mm512_setzero_ps();
+      if (accumulate && second) {
+        acc[i][0] = _mm512_mask_loadu_ps(acc[i][0], second->lo, second->c + i * ldc);
+        acc[i][1] = _mm512_mask_loadu_ps(acc[i][1], second->hi, second->c + i * ldc + 16);
+      }
     }
   }
   for (int64_t k = 0; k < kc; ++k) {
@@ -97,6 +109,23 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
       }
     }
   }
+  if (second) { /* each image's lanes through the epilogue at its own rows, stored to its own output */
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      if (i < rows) {
+        __m512 next0 = acc[i][0], next1 = acc[i][1];
+        if (at) {
+          INFERX_EPILOGUE(acc[i][0], acc[i][1], at->row + i, at->col, lo, hi, at->x);
+          INFERX_EPILOGUE(next0, next1, second->row + i, second->col, second->lo, second->hi, at->x);
+        }
+        _mm512_mask_storeu_ps(c + i * ldc, lo, acc[i][0]);
+        _mm512_mask_storeu_ps(c + i * ldc + 16, hi, acc[i][1]);
+        _mm512_mask_storeu_ps(second->c + i * ldc, second->lo, next0);
+        _mm512_mask_storeu_ps(second->c + i * ldc + 16, second->hi, next1);
+      }
+    }
+    return;
+  }
   if (at) {
 #pragma GCC unroll 14
     for (int i = 0; i < MR; ++i) {
@@ -115,7 +144,8 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
 /* micro with `rows` (and `left`) as compile-time constants. */
 #define INFERX_MICRO_ROWS(name, left)                                                                                      \
   static void name(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc, \
-                   int accumulate, __mmask16 lo, __mmask16 hi, const struct epilogue_at *at, const float *next) {          \
+                   int accumulate, __mmask16 lo, __mmask16 hi, const struct epilogue_at *at, const float *next,            \
+                   const struct second_part *second) {                                                                     \
     switch (rows) {                                                                                                        \
       INFERX_ROWS(1, left) INFERX_ROWS(2, left) INFERX_ROWS(3, left) INFERX_ROWS(4, left) INFERX_ROWS(5, left)            \
       INFERX_ROWS(6, left) INFERX_ROWS(7, left) INFERX_ROWS(8, left) INFERX_ROWS(9, left) INFERX_ROWS(10, left)           \
@@ -126,7 +156,7 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
   }
 #define INFERX_ROWS(r, left) \
   case r:                    \
-    micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left, at, next); \
+    micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left, at, next, second); \
     break;
 #ifndef INFERX_LEFT_ONLY
 INFERX_MICRO_ROWS(micro_rows, 0)
@@ -206,7 +236,7 @@ void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b
       }
       for (int64_t n = n0; n < n1; n += 32)
         micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0, 0xFFFF, 0xFFFF, 0,
-                   n + 32 < n1 ? c + m * N + n + 32 : 0);
+                   n + 32 < n1 ? c + m * N + n + 32 : 0, 0);
       m += rows;
     }
   }
@@ -230,6 +260,19 @@ static void pack_panel(const float *b, int64_t ldb, int64_t kc, __mmask16 lo, __
   }
 }
 
+/* pack_panel for a panel whose lanes `lo`/`hi` come from `b` and `lo2`/`hi2` from `b2` (the
+ * next image's columns, offset so that lane l reads b2[l]: a negative column part). */
+static void pack_panel_split(const float *b, const float *b2, int64_t ldb, int64_t kc, __mmask16 lo, __mmask16 hi,
+                             __mmask16 lo2, __mmask16 hi2, float *panel) {
+  for (int64_t k = 0; k < kc; ++k) {
+    _mm_prefetch((const char *)(b2 + (k + 8) * ldb + 16), _MM_HINT_T0);
+    _mm_prefetch((const char *)(b2 + (k + 8) * ldb + 31), _MM_HINT_T0);
+    const __m512 v0 = _mm512_maskz_loadu_ps(lo, b + k * ldb), v1 = _mm512_maskz_loadu_ps(hi, b + k * ldb + 16);
+    _mm512_storeu_ps(panel + k * 32, _mm512_mask_loadu_ps(v0, lo2, b2 + k * ldb));
+    _mm512_storeu_ps(panel + k * 32 + 16, _mm512_mask_loadu_ps(v1, hi2, b2 + k * ldb + 16));
+  }
+}
+
 static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* A convolution's input read as the left entry's B operand (implicit im2col): row k = (c, kh, kw)
@@ -238,6 +281,7 @@ static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n
 struct conv_input {
   const float *x; /* [C, H, W]: one image */
   int64_t H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL;
+  int64_t image; /* floats from one image to the next (C H W) */
 };
 #define CONV_TAPS_MAX 64 /* KH KW: the per-panel tap tables' stack arrays */
 #define CONV_SEGMENTS_MAX 8 /* output rows a 16-lane half may span (stride 1): the segment table's */
@@ -246,19 +290,23 @@ struct conv_input {
  * zero): per panel each lane's input position and each tap's in-image lanes, then per row one
  * masked gather a 16-lane half (lanes outside the image never read). */
 static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, int64_t p, __mmask16 lo, __mmask16 hi,
-                         float *panel) {
+                         int split, int64_t pixels, float *panel) {
   const int64_t taps = in->KH * in->KW, plane = in->H * in->W;
-  int32_t row[32], col[32];
+  /* lanes from `split` on are the next image's first pixels (the entry over joined images):
+     their positions are offset by an image (int32: the pass keeps images * C H W below 2^31) */
+  int32_t row[32], col[32], image[32];
   for (int l = 0; l < 32; ++l) {
-    const int64_t q = p + l;
+    const int64_t q = l < split ? p + l : p + l - pixels;
     row[l] = (int32_t)((q / in->OW) * in->SH - in->PT);
     col[l] = (int32_t)((q % in->OW) * in->SW - in->PL);
+    image[l] = l < split ? 0 : (int32_t)in->image;
   }
   const __m512i row0 = _mm512_loadu_si512(row), row1 = _mm512_loadu_si512(row + 16);
   const __m512i col0 = _mm512_loadu_si512(col), col1 = _mm512_loadu_si512(col + 16);
   const __m512i width = _mm512_set1_epi32((int32_t)in->W), height = _mm512_set1_epi32((int32_t)in->H);
-  const __m512i at0 = _mm512_add_epi32(_mm512_mullo_epi32(row0, width), col0);
-  const __m512i at1 = _mm512_add_epi32(_mm512_mullo_epi32(row1, width), col1);
+  const __m512i at0 = _mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(row0, width), col0), _mm512_loadu_si512(image));
+  const __m512i at1 = _mm512_add_epi32(_mm512_add_epi32(_mm512_mullo_epi32(row1, width), col1),
+                                       _mm512_loadu_si512(image + 16));
   __mmask16 inside[CONV_TAPS_MAX][2];
   int64_t offset[CONV_TAPS_MAX];
   for (int64_t t = 0; t < taps; ++t) {
@@ -272,8 +320,8 @@ static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, in
     offset[t] = dh * in->W + dw;
   }
   int64_t c = k0 / taps, t = k0 % taps;
-  /* (a 16-lane half spans at most 16 / OW + 2 output rows) */
-  if (in->SW != 1 || 16 / in->OW + 2 > CONV_SEGMENTS_MAX) {
+  /* (a 16-lane half spans at most 16 / OW + 2 output rows, one more where it crosses into the next image) */
+  if (in->SW != 1 || 16 / in->OW + 3 > CONV_SEGMENTS_MAX) {
     /* lanes SW apart in the input (or rows of one or two pixels): a gather a half (slow on Intels with the GDS fix) */
     for (int64_t k = 0; k < kc; ++k) {
       const float *src = in->x + c * plane + offset[t];
@@ -292,9 +340,9 @@ static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, in
   __mmask16 seg[2][16];
   for (int h = 0; h < 2; ++h)
     for (int l = 0; l < 16; ++l) {
-      const int64_t q = p + 16 * h + l;
+      const int64_t q = 16 * h + l < split ? p + 16 * h + l : p + 16 * h + l - pixels;
       const int first = l == 0 || q % in->OW == 0;
-      if (first) start[h][nseg[h]++] = row[16 * h + l] * (int32_t)in->W + col[16 * h + l] - l;
+      if (first) start[h][nseg[h]++] = row[16 * h + l] * (int32_t)in->W + col[16 * h + l] + image[16 * h + l] - l;
       seg[h][nseg[h] - 1] = (__mmask16)((first ? 0 : seg[h][nseg[h] - 1]) | 1u << l);
     }
   struct segment_load {
@@ -329,13 +377,20 @@ static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, in
  * output and epilogue rows are then written and read along the row, streams the hardware
  * prefetches, and its weight block stays in L1. Otherwise one panel at a time, the weight's row
  * blocks streaming from L2 past it (prefetched PREFETCH_K k ahead). m0 and mt are multiples of
- * 14. Stack use: the 32 KiB panel buffer. */
+ * 14. Stack use: the 32 KiB panel buffer.
+ *
+ * `images` > 1 (the convolution entry over joined images): the columns [n0, n0 + nt) index
+ * `images` products side by side, image i's columns i N .. i N + N - 1 (its B at b + i b_image
+ * or conv->x + i conv->image, its C at c + i M N, its epilogue rows i M ..); a panel crossing
+ * from one image into the next (N >= 32: never more than two) takes each image's lanes from
+ * its own input and stores them to its own output. A 7x7 image's 49 pixels fill 77% of two
+ * panels alone; joined, eight images' 392 fill 98% of 13. */
 static inline __attribute__((always_inline)) void left_tile(const float *a, const float *b, const struct conv_input *conv,
                                                             float *c, const float *const *x, int64_t row0, int64_t M,
                                                             int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt,
-                                                            int64_t n0, int64_t nt) {
-  const int64_t m1 = m0 + mt < M ? m0 + mt : M;
-  const int64_t n1 = n0 + nt < N ? n0 + nt : N;
+                                                            int64_t n0, int64_t nt, int64_t images, int64_t b_image) {
+  const int64_t columns = N * images, m1 = m0 + mt < M ? m0 + mt : M;
+  const int64_t n1 = n0 + nt < columns ? n0 + nt : columns;
   const int64_t panels = (n1 - n0 + 31) / 32, held = panels * kc <= KC_MAX ? panels : 1;
   float panel[KC_MAX * 32];
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
@@ -343,21 +398,33 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
       const int64_t last = first + 32 * held < n1 ? first + 32 * held : n1;
       for (int64_t n = first; n < last; n += 32) {
         float *const to = panel + (n - first) / 32 * kc * 32;
-        const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
-        if (conv)
-          gather_panel(conv, k0, kc, n, lo, hi, to);
-        else
-          pack_panel(b + k0 * N + n, N, kc, lo, hi, to);
+        const int64_t i = n / N, p = n % N, split = N - p < 32 ? N - p : 32;
+        const __mmask16 lo = first_lanes(n1 - n) & first_lanes(split), hi = first_lanes(n1 - n - 16) & first_lanes(split - 16);
+        const __mmask16 lo2 = first_lanes(n1 - n) & ~first_lanes(split), hi2 = first_lanes(n1 - n - 16) & ~first_lanes(split - 16);
+        if (conv) {
+          const struct conv_input image = {conv->x + i * conv->image, conv->H, conv->W, conv->OW, conv->KH, conv->KW,
+                                           conv->SH, conv->SW, conv->DH, conv->DW, conv->PT, conv->PL, conv->image};
+          gather_panel(&image, k0, kc, p, lo | lo2, hi | hi2, (int)split, N, to);
+        } else if (lo2 | hi2) {
+          pack_panel_split(b + i * b_image + k0 * N + p, b + (i + 1) * b_image + k0 * N + p - N, N, kc, lo, hi, lo2, hi2, to);
+        } else {
+          pack_panel(b + i * b_image + k0 * N + p, N, kc, lo, hi, to);
+        }
       }
       for (int64_t m = m0; m < m1; m += MR) {
         const int rows = (int)(m1 - m < MR ? m1 - m : MR);
         const float *const block = a + ((m / MR) * K + k0) * MR;
         for (int64_t n = first; n < last; n += 32) {
-          const __mmask16 lo = first_lanes(n1 - n), hi = first_lanes(n1 - n - 16);
-          const struct epilogue_at at = {row0 + m, n, x};
-          const float *next = n + 32 < last ? c + m * N + n + 32 : m + MR < m1 ? c + (m + MR) * N + first : 0;
-          micro_rows_left(rows, block, 1, MR, panel + (n - first) / 32 * kc * 32, kc, c + m * N + n, N, k0 > 0, lo,
-                          hi, x && k0 + kc == K ? &at : 0, next);
+          const int64_t i = n / N, p = n % N, split = N - p < 32 ? N - p : 32;
+          const __mmask16 lo = first_lanes(n1 - n) & first_lanes(split), hi = first_lanes(n1 - n - 16) & first_lanes(split - 16);
+          const __mmask16 lo2 = first_lanes(n1 - n) & ~first_lanes(split), hi2 = first_lanes(n1 - n - 16) & ~first_lanes(split - 16);
+          float *const out = c + i * M * N + m * N + p;
+          const struct epilogue_at at = {row0 + i * M + m, p, x};
+          const struct second_part second = {out + M * N - N, lo2, hi2, row0 + (i + 1) * M + m, p - N};
+          const int64_t ahead = n + 32 < last ? n + 32 : m + MR < m1 ? first : -1, ahead_m = n + 32 < last ? m : m + MR;
+          const float *next = ahead < 0 ? 0 : c + (ahead / N) * M * N + ahead_m * N + ahead % N;
+          micro_rows_left(rows, block, 1, MR, panel + (n - first) / 32 * kc * 32, kc, out, N, k0 > 0, lo, hi,
+                          x && k0 + kc == K ? &at : 0, next, lo2 | hi2 ? &second : 0);
         }
       }
     }
@@ -367,31 +434,31 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
 /* A convolution y[n, F, OH, OW] = w[F, C, KH, KW] * x[n, C, H, W] (f32; strides, dilations,
  * zero padding) as the left entry's product w[F, C KH KW] x columns[C KH KW, OH OW] per image,
  * the columns gathered per panel from x (implicit im2col: no column matrix in memory); the
- * epilogue sees image i's rows as rows i M .. i M + M - 1 of an [images M, N] product. The
- * tile runs for every one of `images`. */
+ * epilogue sees image i's rows as rows i M .. i M + M - 1 of an [images M, N] product.
+ * `joined` 0: the tile (columns of one image) runs for every one of `images`; 1: the tile's
+ * columns index all images side by side (left_tile's joined images; N >= 32). */
 #define INFERX_CONV_PARAMS                                                                                         \
   int64_t M, int64_t N, int64_t K, int64_t kc, int64_t images, int64_t H, int64_t W, int64_t OW, int64_t KH,      \
-      int64_t KW, int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PT, int64_t PL, int64_t m0, int64_t mt, \
-      int64_t n0, int64_t nt
-#define INFERX_CONV_ARGS M, N, K, kc, images, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, m0, mt, n0, nt
+      int64_t KW, int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PT, int64_t PL, int64_t joined,         \
+      int64_t m0, int64_t mt, int64_t n0, int64_t nt
+#define INFERX_CONV_ARGS M, N, K, kc, images, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, joined, m0, mt, n0, nt
 static inline __attribute__((always_inline)) void conv_tile(const float *a, const float *x, float *c,
                                                             const float *const *epilogue_x, INFERX_CONV_PARAMS) {
   const int64_t image = (K / (KH * KW)) * H * W;
   /* a 1x1 stride-1 convolution without padding: each image is the product's [K, N] matrix as it is */
   const int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && OW == W && PT == 0 && PL == 0;
-  for (int64_t i = 0; i < images; ++i) {
-    const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL};
-    if (pointwise)
-      left_tile(a, in.x, 0, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
-    else
-      left_tile(a, 0, &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
+  const int64_t runs = joined ? 1 : images, side_by_side = joined ? images : 1;
+  for (int64_t i = 0; i < runs; ++i) {
+    const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, image};
+    left_tile(a, pointwise ? in.x : 0, pointwise ? 0 : &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0,
+              nt, side_by_side, image);
   }
 }
 
 #ifndef INFERX_LEFT_ONLY
 void inferx_f32l_tile(const float *a, int64_t a_offset, const float *b, int64_t b_offset, float *c, int64_t c_offset,
                       int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0, int64_t nt) {
-  left_tile(a + a_offset, b + b_offset, 0, c + c_offset, 0, 0, M, N, K, kc, m0, mt, n0, nt);
+  left_tile(a + a_offset, b + b_offset, 0, c + c_offset, 0, 0, M, N, K, kc, m0, mt, n0, nt, 1, 0);
 }
 
 void inferx_f32c_tile(const float *a, int64_t a_offset, const float *x, int64_t x_offset, float *c, int64_t c_offset,

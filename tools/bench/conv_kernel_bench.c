@@ -7,7 +7,7 @@
  *
  * F filters over C channels of an H x H image, a K x K filter; MT / NT the workgroup tile (rows,
  * a multiple of 14; columns), else the rule's defaults for the left-weight entry; IMAGES=n runs n
- * images a call (the reference checks the first); RESIDUAL=1 adds a residual input in the
+ * images a call (the reference checks the first and the last); JOINED=1 tiles their columns side by side; RESIDUAL=1 adds a residual input in the
  * epilogue; COLD=1 evicts the caches (a 300 MB sweep)
  * before every repetition, as in a model whose other layers ran between.
  * Prints the best of 7 repetitions (ms, GFLOP/s) and the relative L2 error against float64. */
@@ -50,6 +50,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   const int64_t images = getenv("IMAGES") ? atoi(getenv("IMAGES")) : 1;
+  const int64_t joined = getenv("JOINED") && images > 1 && N >= 32; /* the columns of all images side by side */
   float *x = malloc(4 * images * C * H * W), *w = malloc(4 * F * K), *y = malloc(4 * images * F * N);
   for (int64_t i = 0; i < images * C * H * W; ++i) x[i] = (float)rand() / RAND_MAX - 0.5f;
   for (int64_t i = 0; i < F * K; ++i) w[i] = (float)rand() / RAND_MAX - 0.5f;
@@ -72,32 +73,36 @@ int main(int argc, char **argv) {
     if (getenv("COLD"))
       for (int64_t i = 0; i < flush_bytes; i += 64) flush[i]++;
     const double t0 = now();
-    const int64_t rt = (F + mt - 1) / mt, ct = (N + nt - 1) / nt;
+    const int64_t rt = (F + mt - 1) / mt, ct = (N * (joined ? images : 1) + nt - 1) / nt;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < rt * ct; ++t)
-      conv_tile(a, x, y, epilogue_x, F, N, K, kc, images, H, W, OW, KH, KW, S, S, 1, 1, P, P, (t / ct) * mt, mt,
+      conv_tile(a, x, y, epilogue_x, F, N, K, kc, images, H, W, OW, KH, KW, S, S, 1, 1, P, P, joined, (t / ct) * mt, mt,
                        (t % ct) * nt, nt);
     const double t = now() - t0;
     if (t < best) best = t;
   }
   double err = 0, ref = 0;
-  for (int64_t f = 0; f < F; ++f)
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        double s = 0;
-        for (int64_t c = 0; c < C; ++c)
-          for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              const int64_t ih = oh * S - P + kh, iw = ow * S - P + kw;
-              if (ih >= 0 && ih < H && iw >= 0 && iw < W) s += (double)w[((f * C + c) * KH + kh) * KW + kw] * x[(c * H + ih) * W + iw];
-            }
-        if (epilogue_x) s += r[f * N + oh * OW + ow];
-        const double d = y[f * N + oh * OW + ow] - s;
-        err += d * d;
-        ref += s * s;
-      }
-  printf("F=%ld C=%ld H=%ld %ldx%ld stride %ld pad %ld, %ld image(s), tile %ldx%ld: %.3f ms, %.1f GFLOP/s, relative L2 %.1e\n",
-         (long)F, (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)images, (long)mt, (long)nt, best * 1e3,
+  for (int64_t img = 0; img < images; img += images > 1 ? images - 1 : 1) /* the first and the last image */
+    for (int64_t f = 0; f < F; ++f)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const float *xi = x + img * C * H * W;
+          const int64_t at = (img * F + f) * N + oh * OW + ow;
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * S - P + kh, iw = ow * S - P + kw;
+                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                  s += (double)w[((f * C + c) * KH + kh) * KW + kw] * xi[(c * H + ih) * W + iw];
+              }
+          if (epilogue_x) s += r[at];
+          const double d = y[at] - s;
+          err += d * d;
+          ref += s * s;
+        }
+  printf("F=%ld C=%ld H=%ld %ldx%ld stride %ld pad %ld, %ld image(s)%s, tile %ldx%ld: %.3f ms, %.1f GFLOP/s, relative L2 %.1e\n",
+         (long)F, (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)images, joined ? " joined" : "", (long)mt, (long)nt, best * 1e3,
          2.0 * images * F * N * K / best / 1e9,
          sqrt(err / ref));
   return 0;

@@ -15,7 +15,7 @@
 // NOKERNEL-NOT:     flow.dispatch
 // NOKERNEL:         linalg.conv_2d_nchw_fchw
 // CHECK:       stream.executable private @inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG:[0-9a-f]+]] attributes {{.*}}path = "{{.*}}/f32_gemm_[[TAG]]-{{[0-9a-f]+}}.o"
-// CHECK:         func.func private @inferx_f32c_[[TAG]]_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK:         func.func private @inferx_f32c_[[TAG]]_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64)
 // CHECK:         func.func @inferx_f32c_1x8x10x10_k3x3_s1x1_d1x1_p1x1_e[[TAG]]({{.*}}fused = ["linalg.generic"]{{.*}}loops = array<i64: 12, 100, 72>
 // CHECK-LABEL: func.func @padded_conv(
 // CHECK-SAME:    %[[X:[^:]+]]: tensor<1x8x10x10xf32>, %[[W:[^:]+]]: tensor<12x8x3x3xf32> {inferx.parameter = "c.w"}, %[[B:[^:]+]]: tensor<12xf32> {inferx.parameter = "c.b"}
@@ -67,6 +67,26 @@ func.func @strided_dilated(%x: tensor<2x4x9x9xf32>, %w: tensor<4x4x3x3xf32> {inf
   %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<2> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%padded, %w : tensor<2x4x11x11xf32>, tensor<4x4x3x3xf32>) outs(%init : tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
   return %y : tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// Eight 7x7 images through a 1x1 filter: 49 pixels an image would fill 2 panels of 32 columns
+// to 77%, so the entry tiles all images' pixels side by side (joined: 392 columns, 13 panels,
+// 4 a workgroup): 4 column workgroups, not 1.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 4x8 filter x 8x49 columns
+// CHECK:       stream.executable private @inferx_f32c_8x8x7x7_k1x1_s1x1_d1x1_p0x0
+// CHECK:         stream.executable.export public @inferx_f32c_8x8x7x7_k1x1_s1x1_d1x1_p0x0 workgroups() -> (index, index, index) {
+// CHECK-NEXT:      %[[X:.+]] = arith.constant 4 : index
+// CHECK-NEXT:      %[[Y:.+]] = arith.constant 1 : index
+// CHECK-LABEL: func.func @joined_images(
+// CHECK:         flow.dispatch @inferx_f32c_8x8x7x7_k1x1_s1x1_d1x1_p0x0::@inferx_f32c_8x8x7x7_k1x1_s1x1_d1x1_p0x0(
+func.func @joined_images(%x: tensor<8x8x7x7xf32>, %w: tensor<4x8x1x1xf32> {inferx.parameter = "j.w"}) -> tensor<8x4x7x7xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4x7x7xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<8x4x7x7xf32>) -> tensor<8x4x7x7xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<8x8x7x7xf32>, tensor<4x8x1x1xf32>) outs(%init : tensor<8x4x7x7xf32>) -> tensor<8x4x7x7xf32>
+  return %y : tensor<8x4x7x7xf32>
 }
 
 // -----
