@@ -548,6 +548,21 @@ stream.executable private @{k.symbol} attributes {{
 '''
 
 
+def row_kernel_object(pass_name: str, name: str, ops: list, what: str) -> Optional[str]:
+    """The path of row kernel `name`'s object (ROW_SOURCES), built on first use; None when the
+    build machine cannot build it, after a remark on each of `ops` ("`what` left to IREE: why")."""
+    from inferx_compiler.kernels import cpu_objects
+
+    from .remarks import remark
+
+    try:
+        return cpu_objects.build(ROW_SOURCES[name]).path
+    except cpu_objects.KernelBuildError as e:
+        for op in ops:
+            remark(pass_name, op, f"{what} left to IREE: {e}")
+        return None
+
+
 def row_kernel(module, kernel: RowKernel, x, object_path: str, pass_name: str):
     """Y = kernel(x) for x f32 [kernel.rows, kernel.n] at the current insertion point: declares
     the kernel's executable in `module` (once per shape) and dispatches it."""

@@ -30,12 +30,11 @@ import math
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .cpu_extern import ROW_SOURCES
+from .cpu_extern import row_kernel_object
 from .iree_ir import constant_scalar, defining_op, spatial_padding
 from .linalg_analysis import collect
 from .remarks import remark
 
-SOURCE = ROW_SOURCES["maxpool"]
 POOLING = "linalg.pooling_nchw_max"
 ROW_MAX = 4096  # floats in the kernel's row buffer (maxpool_planes.c: MAXPOOL_ROW_MAX)
 
@@ -80,8 +79,6 @@ class PoolKernel(TargetedPass):
     summary: ClassVar[str] = "2-D max pooling on our AVX-512 C kernel (no padded copy, no relayout)"
 
     def run(self, module) -> None:
-        from inferx_compiler.kernels import cpu_objects
-
         target = self.target_record()
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
@@ -93,16 +90,11 @@ class PoolKernel(TargetedPass):
                 remark(self.name, op, f"max pooling left to IREE: {why}")
             else:
                 found.append((op, source, pads))
-        if not found:
-            return
-        try:
-            obj = cpu_objects.build(SOURCE)
-        except cpu_objects.KernelBuildError as e:
-            for op, _, _ in found:
-                remark(self.name, op, f"max pooling left to IREE: {e}")
+        path = row_kernel_object(self.name, "maxpool", [op for op, _, _ in found], "max pooling") if found else None
+        if path is None:
             return
         for op, source, pads in found:
-            self._rewrite(module, op, source, pads, obj.path)
+            self._rewrite(module, op, source, pads, path)
 
     def _rewrite(self, module, op, x, pads, object_path: str) -> None:
         from iree.compiler import ir

@@ -26,13 +26,10 @@ from __future__ import annotations
 from typing import ClassVar, Optional
 
 from .base import TargetedPass
-from .cpu_extern import ROW_SOURCES
+from .cpu_extern import row_kernel_object
 from .iree_ir import before_reshapes, body_ops, defining_op, is_zero_fill
 from .linalg_analysis import all_parallel, collect, indexing_maps, reduction_loops
 from .remarks import remark
-
-SOURCE = ROW_SOURCES["softmax"]
-
 
 def _binary_body(op, name: str, commutative: bool = False) -> bool:
     """Whether a generic's body is `name(arg0, arg1)` yielded (either order when `commutative`)."""
@@ -120,8 +117,6 @@ class SoftmaxKernel(TargetedPass):
     summary: ClassVar[str] = "softmax over the last dim on our AVX-512 C kernel"
 
     def run(self, module) -> None:
-        from inferx_compiler.kernels import cpu_objects
-
         target = self.target_record()
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
@@ -132,16 +127,11 @@ class SoftmaxKernel(TargetedPass):
                 remark(self.name, div, f"softmax left to IREE: {why}")
             if chain is not None:
                 found.append(chain)
-        if not found:
-            return
-        try:
-            obj = cpu_objects.build(SOURCE)
-        except cpu_objects.KernelBuildError as e:
-            for _, ops in found:
-                remark(self.name, ops[0], f"softmax left to IREE: {e}")
+        path = row_kernel_object(self.name, "softmax", [ops[0] for _, ops in found], "softmax") if found else None
+        if path is None:
             return
         for x, ops in found:
-            self._rewrite(module, x, ops, obj.path)
+            self._rewrite(module, x, ops, path)
 
     def _rewrite(self, module, x, ops, object_path: str) -> None:
         from iree.compiler import ir
