@@ -89,11 +89,13 @@ class PoolKernel(TargetedPass):
             if why is not None:
                 remark(self.name, op, f"max pooling left to IREE: {why}")
             else:
-                found.append((op, source, pads))
-        path = row_kernel_object(self.name, "maxpool", [op for op, _, _ in found], "max pooling") if found else None
+                found.append(op)
+        path = row_kernel_object(self.name, "maxpool", found, "max pooling") if found else None
         if path is None:
             return
-        for op, source, pads in found:
+        for op in found:
+            # the source read now: a pooling of a pooling reads the first one's kernel result
+            source, pads = spatial_padding(op.operands[0], -math.inf)
             self._rewrite(module, op, source, pads, path)
 
     def _rewrite(self, module, op, x, pads, object_path: str) -> None:

@@ -67,3 +67,31 @@ func.func @zero_padded(%x: tensor<1x3x7x9xf32>) -> tensor<1x3x8x5xf32> {
       ins(%padded, %window : tensor<1x3x9x11xf32>, tensor<2x3xf32>) outs(%init : tensor<1x3x8x5xf32>) -> tensor<1x3x8x5xf32>
   return %y : tensor<1x3x8x5xf32>
 }
+
+// -----
+
+// A pooling of a pooling (GoogLeNet's pool branch after its stage pooling): the second reads
+// the first one's kernel result through its own -inf pad, both on the kernel.
+// REMARK: remark: inferx-pool-kernel: 3x3 max pooling, stride 2x2, over 4 planes of 9x9 (padding 0x0 folded) on our AVX-512 kernel
+// REMARK: remark: inferx-pool-kernel: 3x3 max pooling, stride 1x1, over 4 planes of 4x4 (padding 1x1 folded) on our AVX-512 kernel
+// CHECK-LABEL: func.func @chained(
+// CHECK:         %[[A:.+]] = flow.dispatch @inferx_maxpool_4x81_9x9_k3x3_s2x2_p0x0_o4x4
+// CHECK:         %[[AX:.+]] = tensor.expand_shape %[[A]]
+// CHECK:         %[[AP:.+]] = tensor.collapse_shape %[[AX]]
+// CHECK:         flow.dispatch @inferx_maxpool_4x16_4x4_k3x3_s1x1_p1x1_o4x4{{.*}}(%[[AP]])
+// CHECK-NOT:     linalg.pooling_nchw_max
+func.func @chained(%x: tensor<1x4x9x9xf32>) -> tensor<1x4x4x4xf32> {
+  %ninf = arith.constant 0xFF800000 : f32
+  %w = tensor.empty() : tensor<3x3xf32>
+  %e = tensor.empty() : tensor<1x4x4x4xf32>
+  %init = linalg.fill ins(%ninf : f32) outs(%e : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %y1 = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>}
+      ins(%x, %w : tensor<1x4x9x9xf32>, tensor<3x3xf32>) outs(%init : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  %padded = tensor.pad %y1 low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%a: index, %b: index, %c: index, %d: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x4x4x4xf32> to tensor<1x4x6x6xf32>
+  %y2 = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>}
+      ins(%padded, %w : tensor<1x4x6x6xf32>, tensor<3x3xf32>) outs(%init : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %y2 : tensor<1x4x4x4xf32>
+}
