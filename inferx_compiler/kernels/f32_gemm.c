@@ -265,7 +265,8 @@ static void pack_panel(const float *b, int64_t ldb, int64_t kc, __mmask16 lo, __
 static void pack_panel_split(const float *b, const float *b2, int64_t ldb, int64_t kc, __mmask16 lo, __mmask16 hi,
                              __mmask16 lo2, __mmask16 hi2, float *panel) {
   for (int64_t k = 0; k < kc; ++k) {
-    _mm_prefetch((const char *)(b2 + (k + 8) * ldb + 16), _MM_HINT_T0);
+    /* 8 rows ahead: the line where this image's lanes start, the one where the next image's end */
+    _mm_prefetch((const char *)(b + (k + 8) * ldb), _MM_HINT_T0);
     _mm_prefetch((const char *)(b2 + (k + 8) * ldb + 31), _MM_HINT_T0);
     const __m512 v0 = _mm512_maskz_loadu_ps(lo, b + k * ldb), v1 = _mm512_maskz_loadu_ps(hi, b + k * ldb + 16);
     _mm512_storeu_ps(panel + k * 32, _mm512_mask_loadu_ps(v0, lo2, b2 + k * ldb));
