@@ -31,7 +31,7 @@ import dataclasses
 from typing import Optional
 
 from inferx_compiler.kernels.c_epilogue import CEpilogue
-from inferx_compiler.kernels.cpu_objects import f32_k_block
+from inferx_compiler.kernels.cpu_objects import F32_HELD_FLOATS, f32_k_block
 
 # Objects are keyed by the generic llvm-cpu x86-64 target: IREE picks them for whichever x86-64
 # CPU target the build uses (as for the generic CUDA target of the Hopper kernels).
@@ -199,16 +199,31 @@ class KernelProduct:
         Rows: all of them, unless the packed weight is over half an L2 (then one slice a
         worker, at most `workers`, each slice's K blocks staying in its core's L2), at most 37
         blocks (518 rows) a tile. Columns (of all images where they are joined): all of them up
-        to 8 panels, else 4 a tile.
+        to 8 panels, else as many as the kernel's held-panel buffer takes (F32_HELD_FLOATS: a
+        row block's products run over all of them, writing its output rows along the row) where
+        that still spreads the workgroups evenly over the workers, else 4 a tile.
         One Xeon core (two): ResNet-50's 256-filter 14x14 layer alone at 98x128 tiles 119 (226)
         GFLOP/s, 266x32 144 (226), 140x224 (236); the 512-filter 7x7 one at 266x64 (199)
-        against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/)."""
+        against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/). Held panels, 2 threads,
+        8 images with the residual: the 64 -> 256 layer at 56x56, 266x128 tiles 4.9 ms, 266x768
+        3.2; the 256 -> 64 one, 70x128 4.0, 70x192 3.5 (docs/bench/2026-12-05-cpu-held-panels/)."""
         blocks = -(-self.m // F32_LEFT_ROWS)
         weight = 4 * blocks * F32_LEFT_ROWS * self.k
         row_tiles = max(-(-blocks // 37), min(self.workers, -(-weight // (self.l2_bytes // 2))))
         panels = -(-self.columns // 32)
-        per_tile = panels if panels <= 8 else 4
+        per_tile = panels if panels <= 8 else self._held_panels(panels, row_tiles)
         return F32_LEFT_ROWS * -(-blocks // row_tiles), 32 * per_tile
+
+    def _held_panels(self, panels: int, row_tiles: int) -> int:
+        """Panels a column tile takes: the most the held-panel buffer holds (at least 4) whose
+        workgroups keep the workers at least 90% busy (rounds of `workers` tiles), else 4."""
+        capacity = F32_HELD_FLOATS // (32 * f32_k_block(self.k))
+        workers = max(1, self.workers)
+        for per_tile in range(capacity, 4, -1):
+            tiles = row_tiles * -(-panels // per_tile)
+            if row_tiles * panels >= 0.9 * -(-tiles // workers) * workers * per_tile:
+                return per_tile
+        return 4
 
     def bindings(self) -> list[tuple[list, str]]:
         """(shape, element type) of the kernel's buffers in order: inputs, then the result; a

@@ -37,6 +37,7 @@ SOURCES = {"u8s8_gemm.c": _VNNI, "u8s4_gemm.c": _VNNI, "bf16_amx_gemm.c": ("-mav
            "u8s8_amx_gemm.c": ("-mavx512f", "-mamx-tile", "-mamx-int8"), "f32_gemm.c": ("-mavx512f", "-mprfchw"),
            "softmax_rows.c": ("-mavx512f",), "maxpool_planes.c": ("-mavx512f",)}
 F32_K_BLOCK_MAX = 256  # f32_gemm.c's KC_MAX: the largest K block its packed weight and row buffer take
+F32_HELD_FLOATS = 48 * 1024  # f32_gemm.c's HELD_FLOATS: the left entry's held-panel buffer (floats)
 F32_K_BLOCK_MIN = 64  # a smaller block reloads the accumulators too often
 
 

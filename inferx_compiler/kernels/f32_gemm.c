@@ -399,14 +399,48 @@ static inline struct panel_lanes panel_lanes(int64_t n, int64_t n1, int64_t N) {
   return (struct panel_lanes){n / N, p, split, lo & head, hi & head_hi, lo & ~head, hi & ~head_hi};
 }
 
+/* The left entry's held panels: a row block's products run over every panel held (its output
+ * rows written, and a residual read, along the row: streams the hardware follows), so the more
+ * columns held the longer those runs. The worker threads' stacks (IREE's: 128 KiB) take one
+ * K block's panel; more come from a pool of HELD_SLOTS buffers of HELD_FLOATS each (L2-sized
+ * slices), claimed per tile call with an atomic bit and given back at its end; a call finding
+ * none free (more threads than slots) holds what its stack takes. ResNet-50's 64 -> 256 1x1
+ * convolution with its residual over 8 images of 56x56, 2 threads (tools/bench/conv_kernel_bench.c):
+ * 128 columns held (the stack's) 5.8 ms, 768 columns 3.7. */
+#ifndef HELD_FLOATS
+#define HELD_FLOATS (48 * 1024) /* 192 KiB: 24 panels of a 64-row K block, 6 of a 256-row one */
+#endif
+#ifndef HELD_SLOTS
+#define HELD_SLOTS 16 /* at most 32 (the bits of held_busy); 0: the stack's panel only */
+#endif
+static float held_buffers[HELD_SLOTS > 0 ? HELD_SLOTS : 1][HELD_FLOATS] __attribute__((aligned(64)));
+static uint32_t held_busy; /* bit s: held_buffers[s] is in use */
+
+/* A free slot of held_buffers, now marked in use; -1 if none is free. */
+static int claim_held(void) {
+  if (HELD_SLOTS <= 0) return -1;
+  const uint32_t slots = HELD_SLOTS >= 32 ? ~0u : (1u << HELD_SLOTS) - 1;
+  uint32_t busy = __atomic_load_n(&held_busy, __ATOMIC_RELAXED);
+  while (~busy & slots) {
+    const int slot = __builtin_ctz(~busy & slots);
+    if (__atomic_compare_exchange_n(&held_busy, &busy, busy | 1u << slot, 1, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      return slot;
+  }
+  return -1;
+}
+
 static inline __attribute__((always_inline)) void left_tile(const float *a, const float *b, const struct conv_input *conv,
                                                             float *c, const float *const *x, int64_t row0, int64_t M,
                                                             int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt,
                                                             int64_t n0, int64_t nt, int64_t images, int64_t b_image) {
   const int64_t columns = N * images, m1 = m0 + mt < M ? m0 + mt : M;
   const int64_t n1 = n0 + nt < columns ? n0 + nt : columns;
-  const int64_t panels = (n1 - n0 + 31) / 32, held = panels * kc <= KC_MAX ? panels : 1;
-  float panel[KC_MAX * 32];
+  const int64_t panels = (n1 - n0 + 31) / 32;
+  float stack_panel[KC_MAX * 32];
+  const int slot = panels * kc <= KC_MAX ? -1 : claim_held();
+  float *const panel = slot < 0 ? stack_panel : held_buffers[slot];
+  const int64_t capacity = slot < 0 ? KC_MAX / kc : HELD_FLOATS / 32 / kc;
+  const int64_t held = panels <= capacity ? panels : capacity > 0 ? capacity : 1;
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
     for (int64_t first = n0; first < n1; first += 32 * held) {
       const int64_t last = first + 32 * held < n1 ? first + 32 * held : n1;
@@ -440,6 +474,7 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
       }
     }
   }
+  if (slot >= 0) __atomic_fetch_and(&held_busy, ~(1u << slot), __ATOMIC_RELEASE);
 }
 
 /* A convolution y[n, F, OH, OW] = w[F, C, KH, KW] * x[n, C, H, W] (f32; strides, dilations,

@@ -9,7 +9,10 @@
  * a multiple of 14; columns), else the rule's defaults for the left-weight entry; IMAGES=n runs n
  * images a call (the reference checks the first and the last); JOINED=1 tiles their columns side by side; RESIDUAL=1 adds a residual input in the
  * epilogue; COLD=1 evicts the caches (a 300 MB sweep)
- * before every repetition, as in a model whose other layers ran between.
+ * before every repetition, as in a model whose other layers ran between. The default tile is the
+ * left-weight entry's rule, not the convolution entry's (passes/cpu_extern.py `_f32c_tile`): give
+ * MT/NT as a build's report shows them. -DHELD_SLOTS=0 builds the kernel with its stack's panel
+ * buffer only (test/e2e/test_f32_held_panels.py builds it three ways).
  * Prints the best of 7 repetitions (ms, GFLOP/s) and the relative L2 error against float64. */
 #include <math.h>
 #include <stdio.h>

@@ -91,6 +91,26 @@ func.func @joined_images(%x: tensor<8x8x7x7xf32>, %w: tensor<4x8x1x1xf32> {infer
 
 // -----
 
+// Two 28x28 images over 64 channels (joined: 1568 columns, 49 panels): the kernel's held-panel
+// buffer takes 24 panels of a 64-row K block, and 13 a workgroup keep x86-avx512's 4 cores busy
+// (4 tiles, one round): 4 column workgroups, not the 13 of 4-panel tiles.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 4x64 filter x 64x784 columns
+// CHECK:       stream.executable private @inferx_f32c_2x64x28x28_k1x1_s1x1_d1x1_p0x0
+// CHECK:         stream.executable.export public @inferx_f32c_2x64x28x28_k1x1_s1x1_d1x1_p0x0 workgroups() -> (index, index, index) {
+// CHECK-NEXT:      %[[X:.+]] = arith.constant 4 : index
+// CHECK-NEXT:      %[[Y:.+]] = arith.constant 1 : index
+// CHECK-LABEL: func.func @held_panels(
+// CHECK:         flow.dispatch @inferx_f32c_2x64x28x28_k1x1_s1x1_d1x1_p0x0::@inferx_f32c_2x64x28x28_k1x1_s1x1_d1x1_p0x0(
+func.func @held_panels(%x: tensor<2x64x28x28xf32>, %w: tensor<4x64x1x1xf32> {inferx.parameter = "h.w"}) -> tensor<2x4x28x28xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x28x28xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x28x28xf32>) -> tensor<2x4x28x28xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<2x64x28x28xf32>, tensor<4x64x1x1xf32>) outs(%init : tensor<2x4x28x28xf32>) -> tensor<2x4x28x28xf32>
+  return %y : tensor<2x4x28x28xf32>
+}
+
+// -----
+
 // Declined, each with its remark: a filter that is an input (not a stored weight), an f16
 // convolution; a convolution not marked "kernel" is not this pass's.
 // REMARK:      remark: inferx-f32-matmul: declined: the filter is not computed from stored weights alone
