@@ -49,7 +49,11 @@ ONNX and FX importers produce). For each convolution it decides one of
             16 for the NCHWc microkernel where the target has it); that convolution then gets
             its own decision. A 3-channel 7x7 stem through im2col is 49 thin tap copies and a
             147-deep matmul; after space-to-depth, one copy and a 16-channel 4x4 convolution
-            (ResNet-50's stem alone on a Zen 5: 2.69 -> 1.21 ms, as ONNX graphs).
+            (ResNet-50's stem alone on a Zen 5: 2.69 -> 1.21 ms, as ONNX graphs). Where our
+            kernel takes the stem as it is (`kernel` applies: the stride-2 taps gathered), the
+            kernel instead: ResNet-50's stem over 8 images alone on the AMX Xeon, 2 threads,
+            7.8 ms against 12.2 for its space-to-depth form on the same kernel (IREE's NCHWc
+            code for that form: 14.2 in the model; tools/bench/conv_kernel_bench.c).
 
 Why: IREE 3.13's direct convolution code runs at 3-10 GFLOP/s on this 2-core AVX2 CPU
 while its data-tiled matmuls run at 60-80 (tools/bench/profile.py on ResNet-50):
@@ -167,7 +171,7 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     winograd_ok = target.winograd if algorithms is None else "winograd" in algorithms
     automatic = algorithms is None
     algorithms = ALGORITHMS if algorithms is None else algorithms
-    if shape.static and shape.n > 0 and not s2d_applies(shape, target, algorithms, automatic):
+    if shape.static and shape.n > 0:
         small = shape.oh * shape.ow <= KERNEL_NCHWC_MAX_PIXELS and lane_fill(shape) >= KERNEL_MIN_LANE_FILL
         if kernel_applies(shape, target, algorithms) and not (nchwc_applies(shape, target, algorithms) and not small):
             return Decision(KERNEL_STRATEGY, f"{shape.kh}x{shape.kw} stride {shape.strides} dilation "

@@ -457,19 +457,31 @@ def _padded(value) -> bool:
     """Whether a tensor.pad reads `value`. IREE writes a value it computes itself straight into
     the padded buffer; an external kernel's result is copied there (a strided copy per call,
     measured on the H200 at ResNet-50 b8: 0.14 ms a call). So the kernel leaves the last op before
-    a pad to IREE. Not a pad that only convolutions marked for our CPU convolution kernel read:
-    that kernel reads the unpadded value (inferx-f32-matmul folds the pad into it)."""
+    a pad to IREE. Not a pad that only our CPU kernels read, which fold it away: convolutions
+    marked for the convolution entry, or max poolings inferx-pool-kernel takes."""
     return any(use.owner.name == "tensor.pad" and not _folded_into_kernel(use.owner) for use in value.uses)
 
 
 def _folded_into_kernel(pad) -> bool:
-    """Whether inferx-f32-matmul will fold this pad away: a zero pad read only by convolutions
-    marked for our CPU kernel's convolution entry."""
+    """Whether one of our CPU kernels will read the pad's source instead of the pad: a zero pad
+    read only by convolutions marked for the convolution entry (inferx-f32-matmul folds it), or
+    a -inf pad read only by max poolings inferx-pool-kernel takes (ResNet-50's stem: its ReLU
+    then runs in the stem convolution's epilogue, not in a dispatch of its own over 8x64x112x112
+    at batch 8). Should that pass not run after all, the pad copies the kernel's result: right,
+    only slower."""
+    from . import pool_kernel
     from .conv_strategy import marked_for_kernel
+    from .iree_ir import spatial_padding
 
-    users = [use.owner for use in pad.results[0].uses]
-    folds = zero_padding(pad.results[0])[0] != pad.results[0]
-    return folds and bool(users) and all(marked_for_kernel(u) for u in users)
+    padded = pad.results[0]
+    users = [use.owner for use in padded.uses]
+    if not users:
+        return False
+    if zero_padding(padded)[0] != padded and all(marked_for_kernel(u) for u in users):
+        return True
+    source, pads = spatial_padding(padded, -math.inf)
+    return source != padded and all(u.name == pool_kernel.POOLING and u.operands[0] == padded
+                                    and pool_kernel.declined(u, source, pads) is None for u in users)
 
 
 def _ops_after(matmul) -> list:

@@ -155,8 +155,9 @@ def test_pointwise_conv_fed_by_a_transpose_compiles(tmp_path):
     assert rel_l2(got, onnxruntime_outputs(path, {"x": x})["y"]) <= 1e-5
 
 
-def _stem(c: int, k: int, pad: int, size: int, filters: int = 16):
-    """x [batch, c, size, size] -> Conv k x k, stride 2, pads `pad`, bias -> Relu."""
+def _stem(c: int, k: int, pad: int, size: int, filters: int = 16, pool: bool = False):
+    """x [batch, c, size, size] -> Conv k x k, stride 2, pads `pad`, bias -> Relu (-> a 3x3
+    stride-2 MaxPool padded by 1 with `pool`, as ResNet's stem)."""
     import numpy as np
     from onnx import TensorProto, helper
 
@@ -165,8 +166,12 @@ def _stem(c: int, k: int, pad: int, size: int, filters: int = 16):
     rng = np.random.default_rng(k * 10 + c)
     inits = {"w": _w(rng, filters, c, k, k, scale=1.0 / np.sqrt(c * k * k)), "b": _w(rng, filters, scale=0.1)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="stem", strides=[2, 2], pads=[pad] * 4),
-             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+             helper.make_node("Relu", ["c"], ["r" if pool else "y"], name="relu")]
     out = (size + 2 * pad - k) // 2 + 1
+    if pool:
+        nodes.append(helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[3, 3], strides=[2, 2],
+                                      pads=[1, 1, 1, 1]))
+        out = (out + 2 - 3) // 2 + 1
     return _model(nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, size, size])],
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", filters, out, out])], inits)
 
@@ -175,13 +180,28 @@ def _stem(c: int, k: int, pad: int, size: int, filters: int = 16):
                                              (1, 3, 1, 20),  # a grayscale 3x3 stem
                                              (2, 4, 0, 9)])  # an even filter: the last row is cut
 def test_space_to_depth_stems_match_onnxruntime(tmp_path, c, k, pad, size):
-    path = save(_stem(c, k, pad, size), tmp_path / "stem.onnx")
+    # without our kernel (which takes such stems as they are where it applies: the next test)
+    _check_stem(tmp_path, c, k, pad, size, ["--conv-algorithms", "s2d,nchwc,im2col,matmul"], "s2d:", 2)
+
+
+@pytest.mark.skipif(not KERNEL_HERE, reason="our f32 convolution kernel does not apply on this machine")
+@pytest.mark.parametrize("c, k, pad, size", [(3, 7, 3, 45), (1, 3, 1, 20), (2, 4, 0, 9)])
+def test_stems_on_the_kernel_match_onnxruntime(tmp_path, c, k, pad, size):
+    # the stride-2 taps gathered by our convolution entry, no space-to-depth; then ResNet's max
+    # pooling (inferx-pool-kernel), so the bias and the ReLU run in the kernel's epilogue
+    _check_stem(tmp_path, c, k, pad, size, [], "kernel:", 1, pool=True)
+
+
+def _check_stem(tmp_path, c, k, pad, size, flags, decision, decisions, pool=False):
+    path = save(_stem(c, k, pad, size, pool=pool), tmp_path / "stem.onnx")
     artifact = str(tmp_path / "stem.ixa")
-    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2", "--no-measure", "-o", artifact, "-q"]) == 0
+    assert compile_main([path, "--target", "cpu", "--batch-sizes", "1,2", "--no-measure", "-o", artifact, "-q",
+                         *flags]) == 0
     report = json.loads(zipfile.ZipFile(artifact).read("report.json"))
     stem = [d["decision"] for d in report["decisions"]
             if d["pass"] == "inferx-conv-strategy" and d["function"] == "main$b1"]
-    assert stem[0].startswith("s2d:") and len(stem) == 2  # then the stride-1 convolution's own decision
+    # s2d: then the stride-1 convolution's own decision
+    assert stem[0].startswith(decision) and len(stem) == decisions, stem
     sess = inferx_compiler.load(artifact)
     for batch in (1, 2, 3):  # 3: the dynamic function (IREE's direct convolution)
         feeds = random_inputs(onnx.load(path), batch, seed=batch)

@@ -111,6 +111,74 @@ func.func @held_panels(%x: tensor<2x64x28x28xf32>, %w: tensor<4x64x1x1xf32> {inf
 
 // -----
 
+// A ReLU whose result is padded by -inf for a max pooling inferx-pool-kernel takes (ResNet-50's
+// stem): that kernel reads the unpadded value, so the ReLU joins the convolution's epilogue and
+// the pad reads the kernel's result.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 8x27 filter x 27x64 columns
+// REMARK-NEXT: remark: inferx-f32-matmul: fused 1 ops after it (linalg.generic) in its epilogue
+// CHECK-LABEL: func.func @relu_before_max_pool(
+// CHECK:         %[[Y:.+]] = flow.dispatch @inferx_f32c_1x3x17x17_k3x3_s2x2_d1x1_p0x0_e{{[0-9a-f]+}}::
+// CHECK-NEXT:    tensor.pad %[[Y]] low[0, 0, 1, 1]
+#mapr = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @relu_before_max_pool(%x: tensor<1x3x17x17xf32>, %w: tensor<8x3x3x3xf32> {inferx.parameter = "s.w"}) -> tensor<1x8x4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x8x8x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<1x3x17x17xf32>, tensor<8x3x3x3xf32>) outs(%init : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %relu = linalg.generic {indexing_maps = [#mapr, #mapr], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+         ins(%y : tensor<1x8x8x8xf32>) outs(%e : tensor<1x8x8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.maximumf %a, %zero : f32
+    linalg.yield %t : f32
+  } -> tensor<1x8x8x8xf32>
+  %padded = tensor.pad %relu low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
+  %pe = tensor.empty() : tensor<1x8x4x4xf32>
+  %pinit = linalg.fill ins(%ninf : f32) outs(%pe : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  %window = tensor.empty() : tensor<3x3xf32>
+  %p = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%padded, %window : tensor<1x8x10x10xf32>, tensor<3x3xf32>) outs(%pinit : tensor<1x8x4x4xf32>) -> tensor<1x8x4x4xf32>
+  return %p : tensor<1x8x4x4xf32>
+}
+
+// -----
+
+// ... but not for a pooling the pool kernel declines (dilation 2): IREE writes the ReLU's result
+// into the padded buffer itself.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 8x27 filter x 27x64 columns
+// REMARK-NEXT: remark: inferx-f32-matmul: the ops after it stay IREE's: the result of the ops after it is padded next
+// CHECK-LABEL: func.func @relu_before_dilated_max_pool(
+// CHECK:         %[[Y:.+]] = flow.dispatch @inferx_f32c_1x3x17x17_k3x3_s2x2_d1x1_p0x0::
+// CHECK-NEXT:    %[[R:.+]] = linalg.generic {{.*}} ins(%[[Y]] :
+// CHECK:         tensor.pad %[[R]] low[0, 0, 1, 1]
+#mapr = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+func.func @relu_before_dilated_max_pool(%x: tensor<1x3x17x17xf32>, %w: tensor<8x3x3x3xf32> {inferx.parameter = "s.w"}) -> tensor<1x8x3x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<1x8x8x8xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%x, %w : tensor<1x3x17x17xf32>, tensor<8x3x3x3xf32>) outs(%init : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
+  %relu = linalg.generic {indexing_maps = [#mapr, #mapr], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+         ins(%y : tensor<1x8x8x8xf32>) outs(%e : tensor<1x8x8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.maximumf %a, %zero : f32
+    linalg.yield %t : f32
+  } -> tensor<1x8x8x8xf32>
+  %padded = tensor.pad %relu low[0, 0, 1, 1] high[0, 0, 1, 1] {
+  ^bb0(%i: index, %j: index, %k: index, %l: index):
+    tensor.yield %ninf : f32
+  } : tensor<1x8x8x8xf32> to tensor<1x8x10x10xf32>
+  %pe = tensor.empty() : tensor<1x8x3x3xf32>
+  %pinit = linalg.fill ins(%ninf : f32) outs(%pe : tensor<1x8x3x3xf32>) -> tensor<1x8x3x3xf32>
+  %window = tensor.empty() : tensor<3x3xf32>
+  %p = linalg.pooling_nchw_max {dilations = dense<2> : vector<2xi64>, strides = dense<2> : vector<2xi64>} ins(%padded, %window : tensor<1x8x10x10xf32>, tensor<3x3xf32>) outs(%pinit : tensor<1x8x3x3xf32>) -> tensor<1x8x3x3xf32>
+  return %p : tensor<1x8x3x3xf32>
+}
+
+// -----
+
 // Declined, each with its remark: a filter that is an input (not a stored weight), an f16
 // convolution; a convolution not marked "kernel" is not this pass's.
 // REMARK:      remark: inferx-f32-matmul: declined: the filter is not computed from stored weights alone
