@@ -11,7 +11,8 @@ ONNX and FX importers produce). For each convolution it decides one of
             `iree-linalg-ext-convert-conv2d-to-winograd` (F(6,3)) rewrites it in
             preprocessing (the bias is first detached from the conv's init, see
             `PREPROCESSING_PIPELINE`);
-  kernel    3x3 and larger f32 filters (any stride, dilation and zero padding, at most 64 taps) on
+  kernel    3x3 and larger f32 filters (any stride, dilation and zero padding, at most 64 taps),
+            and 1x1 ones whose output pixels fill at least KERNEL_MIN_LANE_FILL of its panels, on
             targets whose record runs f32 products on our AVX-512 kernel (`Target.f32_kernel`,
             Intel Xeons) and with a C compiler, where IREE's NCHWc microkernel does not apply
             (channels off its 16-channel blocks: im2col before) or the output has at most
@@ -230,18 +231,20 @@ def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool
 
 def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
     """Our f32 convolution entry: listed, f32, a filter larger than 1x1 with at most
-    KERNEL_TAPS_MAX taps, or a 1x1 one over several images whose pixels fill its column panels
-    (KERNEL_MIN_LANE_FILL; as a matmul the images would be
+    KERNEL_TAPS_MAX taps, or a 1x1 one whose pixels fill its column panels
+    (KERNEL_MIN_LANE_FILL; over several images as a matmul the images would be
     folded into its columns, two transposes a convolution, and a strided one subsampled by a copy
     first; the entry reads and writes NCHW image by image: ResNet-50 b8 at two threads 373 -> 342
-    ms for the stride-1 ones, -> 334 with the strided ones), and the target's f32 kernel rule
+    ms for the stride-1 ones, -> 334 with the strided ones; at batch 1, where the matmul reads the
+    image as it is, the entry's tiles and its gathered strided columns still gain: ResNet-50 b1
+    40.7 -> 38.3 ms, docs/bench/2026-12-05-cpu-held-panels/), and the target's f32 kernel rule
     (f32_kernel_declined: AVX-512, an Intel record, a K block, a C compiler)."""
     from inferx_compiler.kernels.cpu_objects import f32_kernel_declined
 
     if KERNEL_STRATEGY not in algorithms or shape.element_type != "f32" or target.backend != "llvm-cpu":
         return False
-    pointwise_batch = (shape.kh, shape.kw) == (1, 1) and shape.n > 1 and lane_fill(shape) >= KERNEL_MIN_LANE_FILL
-    if ((shape.kh, shape.kw) == (1, 1) and not pointwise_batch) or shape.kh * shape.kw > KERNEL_TAPS_MAX:
+    pointwise = (shape.kh, shape.kw) == (1, 1) and lane_fill(shape) >= KERNEL_MIN_LANE_FILL
+    if ((shape.kh, shape.kw) == (1, 1) and not pointwise) or shape.kh * shape.kw > KERNEL_TAPS_MAX:
         return False
     return f32_kernel_declined(target, shape.c * shape.kh * shape.kw) is None
 
