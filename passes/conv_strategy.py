@@ -154,8 +154,10 @@ KERNEL_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX
 # Where IREE's NCHWc microkernel applies too, our kernel only for outputs of at most this many
 # pixels: at two threads on an AVX-512 Xeon (ResNet-50, tools/bench/dispatch_profile.py) NCHWc ran
 # the 56x56 to 14x14 layers at 246-298 GFLOP/s against our 184-272, the 7x7 ones at 130-156
-# against our 171-235 (docs/bench/2026-12-04-cpu-conv-kernel/).
-KERNEL_NCHWC_MAX_PIXELS = 100
+# against our 171-235 (docs/bench/2026-12-04-cpu-conv-kernel/). Since the kernel holds more panels
+# (docs/bench/2026-12-05-cpu-held-panels/) the 14x14 ones too: ResNet-50 b8 268.3 -> 263.1 ms, b1
+# level (37.5 / 37.3).
+KERNEL_NCHWC_MAX_PIXELS = 196
 # ... and only where an image's pixels fill at least this share of the kernel's 32-lane panels
 # (the entry takes an image at a time: 9 pixels fill 28% of a panel). ResNet-50's 7x7 layers
 # (49 of 64 lanes) gain; resnet_lite's 3x3 and 6x6 outputs at batch 8 lost 8-9% on the entry

@@ -93,3 +93,20 @@ func.func @thin_images(%x: tensor<2x16x3x3xf32>, %w: tensor<32x16x1x1xf32>, %b: 
   %s = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x6, %w6 : tensor<1x32x8x8xf32>, tensor<32x32x3x3xf32>) outs(%b6 : tensor<1x32x6x6xf32>) -> tensor<1x32x6x6xf32>
   return %a, %s : tensor<2x32x3x3xf32>, tensor<1x32x6x6xf32>
 }
+
+// -----
+
+// The boundary where NCHWc applies too (KERNEL_NCHWC_MAX_PIXELS = 196): a 14x14 output over
+// 16-channel blocks goes to our kernel, a 16x16 one (256 pixels) stays NCHWc.
+// REMARK:      remark: inferx-conv-strategy: kernel: 3x3 stride (1, 1) dilation (1, 1), 16->16 channels, 14x14 pixels
+// REMARK-NEXT: remark: inferx-conv-strategy: nchwc: 3x3 stride (1, 1), 16->16 channels
+// CHECK-LABEL: func.func @nchwc_boundary(
+// CHECK:         linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel"
+// CHECK:         linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "nchwc"
+func.func @nchwc_boundary(%x14: tensor<1x16x16x16xf32>, %x16: tensor<1x16x18x18xf32>, %w: tensor<16x16x3x3xf32>,
+                          %b14: tensor<1x16x14x14xf32>, %b16: tensor<1x16x16x16xf32>)
+    -> (tensor<1x16x14x14xf32>, tensor<1x16x16x16xf32>) {
+  %a = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x14, %w : tensor<1x16x16x16xf32>, tensor<16x16x3x3xf32>) outs(%b14 : tensor<1x16x14x14xf32>) -> tensor<1x16x14x14xf32>
+  %c = linalg.conv_2d_nchw_fchw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x16, %w : tensor<1x16x18x18xf32>, tensor<16x16x3x3xf32>) outs(%b16 : tensor<1x16x16x16xf32>) -> tensor<1x16x16x16xf32>
+  return %a, %c : tensor<1x16x14x14xf32>, tensor<1x16x16x16xf32>
+}
