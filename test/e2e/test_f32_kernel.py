@@ -163,33 +163,55 @@ def conv_bottleneck(seed=11, c=24, mid=40, out=48, size=14):
                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", out, size // 2, size // 2])], inits)
 
 
-def test_convolutions_on_the_left_weight_kernel(tmp_path):
-    """Each 1x1 convolution's matmul w[F, K] x columns[K, pixels] on the kernel's left-weight
-    entry, the 3x3 one (40 channels: off NCHWc's blocks) on its convolution entry (implicit
-    im2col, test_conv_kernel.py); at batch 1 the bias, residual add and ReLU after each in its
-    generated epilogue (no other dispatch left in the function); at batch 2 every one on the
-    convolution entry (image by image, the residual read at each image's rows). Against onnxruntime at f32 rounding: a bias,
-    residual or row block read at the wrong place is off by the size of the values."""
+# (the --conv-algorithms of a build, its kernel dispatches' shapes by batch-1 and batch-2 function)
+CONV_ROUTES = {
+    # every convolution on the convolution entry: 1x1 ones too (their 196 and 49 pixels fill the
+    # entry's lanes), at batch 1 reading the image as the product's operand, at batch 2 image by
+    # image (no transposes), the strided one gathering its columns
+    "auto": ("auto", {"1x24x14x14_k1x1_s1x1_d1x1_p0x0", "1x40x14x14_k3x3_s1x1_d1x1_p1x1",
+                      "1x40x14x14_k1x1_s1x1_d1x1_p0x0", "1x24x14x14_k1x1_s2x2_d1x1_p0x0",
+                      "2x24x14x14_k1x1_s1x1_d1x1_p0x0", "2x40x14x14_k3x3_s1x1_d1x1_p1x1",
+                      "2x40x14x14_k1x1_s1x1_d1x1_p0x0", "2x24x14x14_k1x1_s2x2_d1x1_p0x0"}),
+    # without the convolution entry: each convolution a matmul w[F, K] x columns[K, pixels] on
+    # the left-weight entry (the 3x3 one after im2col, K = 360 in blocks of 180)
+    "matmuls": ("matmul,im2col,nchwc", {"40x196x24", "40x196x360", "24x196x40", "48x49x24",
+                                        "40x392x24", "40x392x360", "24x392x40", "48x98x24"}),
+}
+# the batch-1 function's dispatch of each convolution, per route
+CONV_NODES = {"auto": {"reduce": "1x24x14x14_k1x1_s1x1_d1x1_p0x0", "spatial": "1x40x14x14_k3x3_s1x1_d1x1_p1x1",
+                       "expand": "1x40x14x14_k1x1_s1x1_d1x1_p0x0", "downsample": "1x24x14x14_k1x1_s2x2_d1x1_p0x0"},
+              "matmuls": {"reduce": "40x196x24", "spatial": "40x196x360", "expand": "24x196x40",
+                          "downsample": "48x49x24"}}
+
+
+@pytest.mark.parametrize("route", list(CONV_ROUTES))
+def test_convolutions_on_the_kernel_entries(tmp_path, route):
+    """The bottleneck's convolutions on the kernel's convolution entry (implicit im2col,
+    test_conv_kernel.py) or, without it, as matmuls on its left-weight entry; at batch 1 the
+    bias, residual add and ReLU after each in its generated epilogue. Against onnxruntime at f32
+    rounding: a bias, residual or row block read at the wrong place is off by the size of the
+    values."""
+    algorithms, expected = CONV_ROUTES[route]
     path = save(conv_bottleneck(), tmp_path / "conv.onnx")
     # x86-avx512 (an Intel core: the left-weight rewrite on) runs on any AVX-512 machine
     assert compile_main([str(path), "--target", "x86-avx512", "--batch-sizes", "1,2", "--no-measure",
-                         "-o", str(tmp_path / "conv.ixa"), "-q"]) == 0
+                         "--conv-algorithms", algorithms, "-o", str(tmp_path / "conv.ixa"), "-q"]) == 0
     manifest, report = artifact_json(tmp_path / "conv.ixa")
     left = {d["dispatch"]: d for d in report["dispatches"] if d["dispatch"].startswith(("inferx_f32l_", "inferx_f32c_"))}
     shapes = {name[len("inferx_f32l_"):].split("_e")[0] for name in left}
-    # (at batch 2 the 1x1 convolutions take the convolution entry too: image by image, no
-    # transposes; the strided one gathers its columns)
-    assert shapes == {"40x196x24", "1x40x14x14_k3x3_s1x1_d1x1_p1x1", "24x196x40", "48x49x24",
-                      "2x24x14x14_k1x1_s1x1_d1x1_p0x0", "2x40x14x14_k3x3_s1x1_d1x1_p1x1",
-                      "2x40x14x14_k1x1_s1x1_d1x1_p0x0", "2x24x14x14_k1x1_s2x2_d1x1_p0x0"}, shapes
+    assert shapes == expected, shapes
     fused = {name[len("inferx_f32l_"):].split("_e")[0]: d["fused"] for name, d in left.items() if "_e" in name}
+    node = CONV_NODES[route]
     # batch 1: the bias (the init) in each epilogue but the last's (a zero init, only reshapes after
-    # it); the ReLU too, also after the first (its result is padded next, but only for the 3x3
-    # convolution, whose kernel reads it unpadded); the residual add and ReLU after the third
-    assert {"40x196x24", "1x40x14x14_k3x3_s1x1_d1x1_p1x1", "24x196x40"} <= set(fused), fused
-    assert "48x49x24" not in fused, fused
-    assert fused["24x196x40"].count("linalg.generic") == 2, fused
-    assert "linalg.generic" in fused["40x196x24"] and "linalg.generic" in fused["1x40x14x14_k3x3_s1x1_d1x1_p1x1"], fused
+    # it); the ReLU after the 3x3 one and, on the convolution entry, after the first too (its
+    # result is padded next, but the 3x3 convolution's kernel reads it unpadded; as matmuls it
+    # stays IREE's, written into the padded buffer im2col reads); the residual add and ReLU
+    # after the third
+    assert {node["reduce"], node["spatial"], node["expand"]} <= set(fused), fused
+    assert node["downsample"] not in fused, fused
+    assert fused[node["expand"]].count("linalg.generic") == 2, fused
+    assert "linalg.generic" in fused[node["spatial"]], fused
+    assert ("linalg.generic" in fused[node["reduce"]]) == (route == "auto"), fused
     # each generated variant's object in the manifest (a rebuild with another C compiler can differ)
     kernels = manifest["compiler"]["c_kernels"]
     tags = {name.rsplit("_e", 1)[1] for name in left if "_e" in name}
