@@ -115,6 +115,7 @@ class KernelProduct:
     conv: Optional["ConvGeometry"] = None  # f32c: the convolution (M filters, N = OH OW, K = C KH KW)
     workers: int = 4  # the target's cores (f32c: one weight slice a worker at most; a few rows: one column tile each)
     l2_bytes: int = 1 << 20  # f32c: a core's L2 (a weight slice over half of it is split)
+    out_n: int = 0  # f32: the result's own columns where the weight is padded to n (0: n)
 
     @property
     def symbol(self) -> str:
@@ -122,7 +123,13 @@ class KernelProduct:
         suffix = f"g{self.group}" if self.kind == "u8s4" else f"_e{self.epilogue.tag}" if self.epilogue else ""
         if self.conv is not None:
             return f"inferx_{self.kind}_{self.conv.tag}{suffix}"
-        return f"inferx_{self.kind}_{rows}x{self.n}x{self.k}{suffix}"
+        return f"inferx_{self.kind}_{rows}x{self.result_columns}x{self.k}{suffix}"
+
+    @property
+    def result_columns(self) -> int:
+        """The result's columns: n, or out_n where the right entry stores fewer than its padded
+        weight has (the last panel's padded lanes not stored: no copy cutting them after)."""
+        return self.out_n or self.n
 
     @property
     def columns(self) -> int:
@@ -137,7 +144,7 @@ class KernelProduct:
     @property
     def result_shape(self) -> list:
         """The result's shape ("?" or -1 rows: dynamic)."""
-        return list(self.out_shape) if self.out_shape else [self.m, self.n]
+        return list(self.out_shape) if self.out_shape else [self.m, self.result_columns]
 
     @property
     def source(self) -> str:
@@ -242,7 +249,7 @@ class KernelProduct:
         if self.kind == "bf16_amx":
             return [([rows, self.k], "bf16"), ([self.n * self.k], "bf16"), ([rows, self.n], "f32")]
         if self.kind == "f32":
-            return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.n], "f32")]
+            return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.result_columns], "f32")]
         if self.kind in ("f32l", "f32c"):
             packed = -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k
             activations = list(self.conv.input_shape) if self.conv is not None else [self.k, self.n]
@@ -253,6 +260,8 @@ class KernelProduct:
 
     def sizes(self) -> list[int]:
         """The C function's size arguments after M (then the tile follows)."""
+        if self.kind == "f32":
+            return [self.n, self.k, f32_k_block(self.k), self.result_columns]  # the last: ldc
         if self.kind in F32_KINDS:
             return [self.n, self.k, f32_k_block(self.k)] + (self.conv.sizes() if self.conv is not None else [])
         return [self.n, self.k] + ([self.group] if self.kind == "u8s4" else [])
@@ -405,8 +414,10 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
 
     padded = kernel_columns(n)
     static = a.type.has_static_shape
-    product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group,
-                            **({"workers": workers} if workers else {}))
+    extra = {"workers": workers} if workers else {}
+    if kind == "f32" and padded != n:
+        extra["out_n"] = n  # f32_gemm.c stores the result's own columns
+    product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group, **extra)
     declare(module, product, kernel_object)
     rows = None if static else tensor.dim(a, arith.constant(ir.IndexType.get(), 0))
     return _first_columns(dispatch(product, [a, *weight_operands(padded)], rows), n, rows)

@@ -13,8 +13,9 @@
  *   B  f32 [K / kc][N / 32][kc][32]    packed (by inferx-f32-matmul, at load): K blocks of kc
  *                                      rows (cpu_objects.f32_k_block), each 32-column panels of
  *                                      kc rows of 32 consecutive columns
- *   C  f32 [M, N]                      N a multiple of 32 (the pass pads the weight with zero
- *                                      columns at load and cuts the result)
+ *   C  f32 [M, ldc]                    right entry: ldc <= N the result's own columns (the pass
+ *                                      pads the weight with zero columns at load; the last
+ *                                      panel's padded lanes are not stored); left entries [M, N]
  *
  * `inferx_f32_tile` computes output rows [m0, m0 + mt) and columns [n0, n0 + nt) (clipped to M
  * and N); IREE's workgroups call it once per tile, spread over its worker threads. Inside a
@@ -141,6 +142,9 @@ static inline __attribute__((always_inline)) void micro(int rows, const float *a
   }
 }
 
+/* The first n of 16 lanes (none for n <= 0, all for n >= 16). */
+static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
 /* micro with `rows` (and `left`) as compile-time constants. */
 #define INFERX_MICRO_ROWS(name, left)                                                                                      \
   static void name(int rows, const float *a, int64_t lda, int64_t step, const float *b, int64_t kc, float *c, int64_t ldc, \
@@ -215,12 +219,13 @@ static void pack_rows(const float *a, int64_t lda, int rows, int64_t kc, float *
 }
 
 void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b_offset, float *c, int64_t c_offset,
-                     int64_t M, int64_t N, int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0, int64_t nt) {
+                     int64_t M, int64_t N, int64_t K, int64_t kc, int64_t ldc, int64_t m0, int64_t mt, int64_t n0,
+                     int64_t nt) {
   a += a_offset;
   b += b_offset;
   c += c_offset;
   const int64_t m1 = m0 + mt < M ? m0 + mt : M;
-  const int64_t n1 = n0 + nt < N ? n0 + nt : N;
+  const int64_t n1 = n0 + nt < ldc ? n0 + nt : ldc; /* the weight's padded columns past ldc are not stored */
   float packed[KC_MAX * PACKED_ROWS]; /* a's rows block [kc][MR]: rows K floats apart would share L1 sets */
   const int pack = rows_share_l1_sets(K);
   for (int64_t k0 = 0; k0 < K; k0 += kc) {
@@ -235,8 +240,8 @@ void inferx_f32_tile(const float *a, int64_t a_offset, const float *b, int64_t b
         rows_a = packed, lda = 1, step = PACKED_ROWS;
       }
       for (int64_t n = n0; n < n1; n += 32)
-        micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * N + n, N, k0 > 0, 0xFFFF, 0xFFFF, 0,
-                   n + 32 < n1 ? c + m * N + n + 32 : 0, 0);
+        micro_rows(rows, rows_a, lda, step, block + n * kc, kc, c + m * ldc + n, ldc, k0 > 0, first_lanes(n1 - n),
+                   first_lanes(n1 - n - 16), 0, n + 32 < n1 ? c + m * ldc + n + 32 : 0, 0);
       m += rows;
     }
   }
@@ -273,8 +278,6 @@ static void pack_panel_split(const float *b, const float *b2, int64_t ldb, int64
     _mm512_storeu_ps(panel + k * 32 + 16, _mm512_mask_loadu_ps(v1, hi2, b2 + k * ldb + 16));
   }
 }
-
-static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
 /* A convolution's input read as the left entry's B operand (implicit im2col): row k = (c, kh, kw)
  * of the columns, column p = (oh, ow) an output pixel, holds x[c, oh SH - PT + kh DH, ow SW - PL

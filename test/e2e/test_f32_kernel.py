@@ -1,8 +1,8 @@
 """f32 products through our AVX-512 kernel on this CPU (inferx_compiler/kernels/f32_gemm.c,
 inferx-f32-matmul, built for the x86-avx512 target whose record has it on), on shapes that reach
 its edges: K = 1024 (rows 4 KiB apart: packed per K block by the register transpose; K blocks of
-256), K = 96 and 100 (one K block), columns not a multiple of its 32-column panels (zero-padded at
-load, the extra cut), a weight stored transposed (Gemm transB=1), rows below and above its 14-row
+256), K = 96 and 100 (one K block), columns not a multiple of its 32-column panels (the weight
+zero-padded at load, the result's own columns stored: its last panel's padded lanes masked), a weight stored transposed (Gemm transB=1), rows below and above its 14-row
 register tile and its workgroups' rows, columns past one workgroup tile (the last partial), the
 static functions (batch 1 and 5) and the dynamic one. The references are onnxruntime in f32 (the
 kernel sums in f32 too, in k order: only rounding differs) and the same build with the pass
@@ -100,7 +100,9 @@ def test_f32_kernel_matches_onnxruntime(chain_builds):
     path, artifact, (manifest, report), _, _ = chain_builds
     used = _f32_dispatches(report)
     # every product of the chain, in the batch-1, batch-5 and dynamic functions, on the kernel
-    assert _shapes(used) == {(m, n, k) for m in ("1", "5", "D") for n, k in (("96", "1024"), ("128", "96"), ("64", "100"))}
+    # (the 100- and 40-column products: their weights padded to 128 and 64 columns, their
+    # results 100 and 40 wide)
+    assert _shapes(used) == {(m, n, k) for m in ("1", "5", "D") for n, k in (("96", "1024"), ("100", "96"), ("40", "100"))}
     assert "f32_gemm.c" in manifest["compiler"]["c_kernels"]
     for d in report["dispatches"]:
         if d["dispatch"] in used:
@@ -128,11 +130,12 @@ def test_disabled_pass_leaves_iree_code_that_agrees(chain_builds):
 
 
 def test_columns_past_one_workgroup_tile(tmp_path):
-    """300 columns (padded to 320): the workgroups must cover all 320 (a floor division of the
-    columns by the tile left the last, partial tile uncomputed: 256..299 garbage)."""
+    """300 columns (the weight padded to 320): the workgroups must cover them all (a floor
+    division of the columns by the tile left the last, partial tile uncomputed: 256..299
+    garbage), the result stored 300 wide (the last panel's 20 padded lanes masked off)."""
     path = save(wide_projection(), tmp_path / "wide.onnx")
     _, report = _build(path, tmp_path / "wide.ixa")
-    assert _shapes(_f32_dispatches(report)) == {("1", "320", "64"), ("5", "320", "64"), ("D", "320", "64")}
+    assert _shapes(_f32_dispatches(report)) == {("1", "300", "64"), ("5", "300", "64"), ("D", "300", "64")}
     model = inferx_compiler.load(str(tmp_path / "wide.ixa"), device="cpu")
     for batch, got, want in _batches(model, path, batches=(1, 5, 3)):
         assert rel_l2(got[:, 256:], want[:, 256:]) <= TOLERANCE, (batch, "columns 256..299")

@@ -7,25 +7,27 @@
 // An f32 projection whose weight is a parameter read through the transpose of a Gemm
 // (transB=1): the weight is zero-padded from 48 to 64 columns, packed in the kernel's layout
 // ([K/kc][N/32][kc][32]: element (kb, p, r, c) = w[kc kb + r, 32 p + c], here kc = K = 64), the
-// kernel's executable (its object linked by path) is dispatched, the padded columns are cut and
-// the accumulator (not a zero fill) is added.
+// kernel's executable (its object linked by path) is dispatched, storing the 48 columns of the
+// result (the padded ones are not stored: no cut after it) and the accumulator (not a zero fill)
+// is added.
 // REMARK: remark: inferx-f32-matmul: f32 8 rows x 64x48 weight on AVX-512 (inferx_f32, weight packed at load)
 // CHECK:       #[[X86:.+]] = #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64">
 // CHECK-DAG:   #[[PACK:.+]] = affine_map<(d0, d1, d2, d3) -> (d0 * 64 + d2, d1 * 32 + d3)>
-// CHECK:       stream.executable private @inferx_f32_8x64x64 attributes {hal.executable.objects = #hal.executable.objects<{#[[X86]] = [#hal.executable.object<{path = "{{.*}}/f32_gemm-{{[0-9a-f]+}}.o"}>]}>}
-// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64) attributes {hal.import.static, llvm.bareptr = true}
-// CHECK:         func.func @inferx_f32_8x64x64({{.*}}) attributes {inferx.config = {{.*}}source = "rule (inferx-f32-matmul)"
+// CHECK:       stream.executable private @inferx_f32_8x48x64 attributes {hal.executable.objects = #hal.executable.objects<{#[[X86]] = [#hal.executable.object<{path = "{{.*}}/f32_gemm-{{[0-9a-f]+}}.o"}>]}>}
+// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64) attributes {hal.import.static, llvm.bareptr = true}
+// CHECK:         func.func @inferx_f32_8x48x64({{.*}}) attributes {inferx.config = {{.*}}source = "rule (inferx-f32-matmul)"
 // CHECK-SAME:      inferx.dispatch = {{.*}}root = "inferx_f32 (C, AVX-512)"
-// CHECK:           call @inferx_f32_tile({{.*}}) : (memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
+// CHECK:           %[[LDC:.+]] = arith.constant 48 : i64
+// CHECK:           call @inferx_f32_tile({{.*}}, %[[LDC]], {{.*}}) : (memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> ()
 // CHECK-LABEL: func.func @projection(
 // CHECK-SAME:    %[[X:.+]]: tensor<8x64xf32>, %{{.+}}: tensor<48x64xf32> {inferx.parameter = "p.w"}, %[[BIAS:.+]]: tensor<8x48xf32>
 // CHECK:         %[[WT:.+]] = linalg.transpose
 // CHECK:         %[[PADDED:.+]] = tensor.insert_slice %[[WT]] into %{{.+}}[0, 0] [64, 48] [1, 1] : tensor<64x48xf32> into tensor<64x64xf32>
 // CHECK:         %[[PANELS:.+]] = linalg.generic {indexing_maps = [#[[PACK]], {{.*}}]{{.*}} ins(%[[PADDED]] : tensor<64x64xf32>) outs(%{{.+}} : tensor<1x2x64x32xf32>)
 // CHECK:         %[[FLAT:.+]] = tensor.collapse_shape %[[PANELS]] {{\[}}[0, 1, 2, 3]] : tensor<1x2x64x32xf32> into tensor<4096xf32>
-// CHECK:         %[[C:.+]] = flow.dispatch @inferx_f32_8x64x64::@inferx_f32_8x64x64(%[[X]], %[[FLAT]]) : (tensor<8x64xf32>, tensor<4096xf32>) -> tensor<8x64xf32>
-// CHECK:         %[[CUT:.+]] = tensor.extract_slice %[[C]][0, 0] [8, 48] [1, 1] : tensor<8x64xf32> to tensor<8x48xf32>
-// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[CUT]] : tensor<8x48xf32>) outs(%[[BIAS]] : tensor<8x48xf32>)
+// CHECK:         %[[C:.+]] = flow.dispatch @inferx_f32_8x48x64::@inferx_f32_8x48x64(%[[X]], %[[FLAT]]) : (tensor<8x64xf32>, tensor<4096xf32>) -> tensor<8x48xf32>
+// CHECK-NOT:     tensor.extract_slice
+// CHECK:         %[[Y:.+]] = linalg.generic {{.*}} ins(%[[C]] : tensor<8x48xf32>) outs(%[[BIAS]] : tensor<8x48xf32>)
 // CHECK:           arith.addf
 // CHECK:         return %[[Y]]
 // CHECK-NOT:     linalg.matmul
@@ -46,7 +48,7 @@ func.func @projection(%x: tensor<8x64xf32>, %w: tensor<48x64xf32> {inferx.parame
 // CHECK:       stream.executable private @inferx_f32_Dx32x32
 // CHECK:         stream.executable.export public @inferx_f32_Dx32x32 workgroups(%[[W:.+]]: index)
 // CHECK:           arith.ceildivui %[[W]], %{{.+}} : index
-// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64)
+// CHECK:         func.func private @inferx_f32_tile(memref<f32>, index, memref<f32>, index, memref<f32>, index, i64, i64, i64, i64, i64, i64, i64, i64, i64)
 // CHECK-LABEL: func.func @dynamic_rows(
 // CHECK:         tensor.dim %{{.+}}, %{{.+}} : tensor<?x32xf32>
 // CHECK:         %[[ROWS:.+]] = tensor.dim %{{.+}}, %{{.+}} : tensor<?x32xf32>
