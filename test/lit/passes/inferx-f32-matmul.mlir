@@ -122,3 +122,27 @@ func.func @streaming(%x: tensor<1x96xf32>, %w: tensor<96x2048xf32> {inferx.param
   %y32 = linalg.matmul ins(%x32, %w : tensor<32x96xf32>, tensor<96x2048xf32>) outs(%z32 : tensor<32x2048xf32>) -> tensor<32x2048xf32>
   return %y, %y32 : tensor<1x2048xf32>, tensor<32x2048xf32>
 }
+
+// -----
+
+// Where the kernel packs the rows (K = 1024: rows 4 KiB apart) and the tiles still number 4 a
+// worker (x86-avx512: 4 cores; 128 rows, 8192 columns: 16 tiles of 512), 512-column tiles:
+// each packed row block serves 16 panels. Rows read in place (K = 640) keep 256 columns (32
+// tiles).
+// CHECK:       stream.executable private @inferx_f32_128x8192x640
+// CHECK:         %[[C32:.+]] = arith.constant 32 : index
+// CHECK:         stream.return %[[C32]],
+// CHECK:         %[[NT256:.+]] = arith.constant 256 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT256]]) :
+// CHECK:       stream.executable private @inferx_f32_128x8192x1024
+// CHECK:         %[[C16:.+]] = arith.constant 16 : index
+// CHECK:         stream.return %[[C16]],
+// CHECK:         %[[NT512:.+]] = arith.constant 512 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT512]]) :
+func.func @packed_rows_wide_tiles(%x: tensor<128x1024xf32>, %w: tensor<1024x8192xf32> {inferx.parameter = "p.w"},
+                                  %x640: tensor<128x640xf32>, %v: tensor<640x8192xf32> {inferx.parameter = "p.v"},
+                                  %z: tensor<128x8192xf32>) -> (tensor<128x8192xf32>, tensor<128x8192xf32>) {
+  %y = linalg.matmul ins(%x, %w : tensor<128x1024xf32>, tensor<1024x8192xf32>) outs(%z : tensor<128x8192xf32>) -> tensor<128x8192xf32>
+  %y2 = linalg.matmul ins(%x640, %v : tensor<128x640xf32>, tensor<640x8192xf32>) outs(%z : tensor<128x8192xf32>) -> tensor<128x8192xf32>
+  return %y, %y2 : tensor<128x8192xf32>, tensor<128x8192xf32>
+}
