@@ -407,8 +407,9 @@ def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_oper
                    workers: int = 0):
     """C[M, N] of our `kind` kernel for the left operand a [M, K] (u8 activations, or bf16 for
     AMX): declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
-    kernel's padded column count), cuts the padded columns. Static or dynamic rows; `workers`
-    the target's cores (0: unknown)."""
+    kernel's padded column count); the f32 kernel stores only the result's own n columns, the
+    others' padded columns are cut after. Static or dynamic rows; `workers` the target's cores
+    (0: unknown)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 

@@ -18,7 +18,7 @@
  *                                      panel's padded lanes are not stored); left entries [M, N]
  *
  * `inferx_f32_tile` computes output rows [m0, m0 + mt) and columns [n0, n0 + nt) (clipped to M
- * and N); IREE's workgroups call it once per tile, spread over its worker threads. Inside a
+ * and ldc); IREE's workgroups call it once per tile, spread over its worker threads. Inside a
  * tile, for each K block: for each block of up to 14 rows (the tile's rows spread evenly), for
  * each 32-column panel: a 14x32 register tile (28 zmm accumulators) takes per k two B vectors
  * and 14 broadcast A elements: 28 FMAs. The accumulators start from C after the first K block.
