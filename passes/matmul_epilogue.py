@@ -32,7 +32,7 @@ from typing import Optional
 
 from inferx_compiler.kernels.triton_matmul import EPILOGUE_OPS, POINTER_TYPES, Epilogue, EpilogueInput, Offsets
 
-from .iree_ir import constant_scalar, defining_op, zero_padding
+from .iree_ir import constant_scalar, defining_op, spatial_padding, zero_padding
 from .linalg_analysis import all_parallel, indexing_maps
 
 # A digit: (source "m" or "n", div, size); a coordinate: its digits, most significant first.
@@ -471,7 +471,6 @@ def _folded_into_kernel(pad) -> bool:
     only slower."""
     from . import pool_kernel
     from .conv_strategy import marked_for_kernel
-    from .iree_ir import spatial_padding
 
     padded = pad.results[0]
     users = [use.owner for use in padded.uses]

@@ -31,6 +31,7 @@ from .iree_ir import before_reshapes, body_ops, defining_op, is_zero_fill
 from .linalg_analysis import all_parallel, collect, indexing_maps, reduction_loops
 from .remarks import remark
 
+
 def _binary_body(op, name: str, commutative: bool = False) -> bool:
     """Whether a generic's body is `name(arg0, arg1)` yielded (either order when `commutative`)."""
     from iree.compiler import ir
