@@ -114,7 +114,7 @@ class KernelProduct:
     object_sha256: str = ""  # the generated variant's object (for the manifest)
     conv: Optional["ConvGeometry"] = None  # f32c: the convolution (M filters, N = OH OW, K = C KH KW)
     workers: int = 4  # the target's cores (f32c: one weight slice a worker at most; a few rows: one column tile each)
-    l2_bytes: int = 1 << 20  # f32c: a core's L2 (a weight slice over half of it is split)
+    l2_bytes: int = 1 << 20  # a core's L2 (f32c: a weight slice over half of it is split; f32: tile widths)
     out_n: int = 0  # f32: the result's own columns where the weight is padded to n (0: n)
 
     @property
@@ -184,18 +184,32 @@ class KernelProduct:
     def _f32_tile(self) -> tuple[int, int]:
         """f32_gemm.c: up to 128 rows (the first row block of a tile reads the weight from
         memory, the others from L2: 128x4096x4096 on one Xeon core, 64-row tiles 120-126 GFLOP/s,
-        128 rows 128-138); 256 columns where N >= 1024, else 128 (a 128x768 product: 6
-        workgroups for the worker threads). Where the kernel packs the rows (their stride K puts
-        them in few L1 sets), 512 columns if N divides into them and the tiles still number at
-        least 4 a worker: each packed row block then serves 16 panels, not 8 (the 8x4096^2 MLP at
-        batch 64, 2 threads: 76.3 -> 73.2 ms; 1024 columns 75.2); rows read in place gain
-        nothing from it (BERT-base b8's K=768 products: 694 / 704 ms, within the noise)."""
+        128 rows 128-138); where the kernel packs the rows, the widest tiles `_packed_columns`
+        allows; else 256 columns where N >= 1024, else 128 (a 128x768 product: 6 workgroups for
+        the worker threads)."""
         rows = 128 if self.m == DYNAMIC else min(128, self.m)
-        if self.n < 1024:
-            return rows, min(128, self.n)
-        tiles = -(-self.m // rows) * (self.n // 512) if self.m != DYNAMIC else 0
-        wide = _rows_packed(self.k) and self.n % 512 == 0 and tiles >= 4 * max(1, self.workers)
-        return rows, 512 if wide else 256
+        wide = self._packed_columns(rows) if _rows_packed(self.k) and self.m != DYNAMIC else None
+        if wide:
+            return rows, wide
+        return rows, min(128, self.n) if self.n < 1024 else 256
+
+    def _packed_columns(self, rows: int) -> Optional[int]:
+        """Columns of a tile whose rows the kernel packs (their stride K puts them in few L1 sets):
+        each packed row block serves every panel of its tile, so the widest tile (at most 24
+        panels, and one K block of its panels in a quarter of an L2: the kernel fetches the next
+        one beside it) that divides N evenly and leaves the workgroups a multiple of the workers
+        or at least 4 a worker; None if no width from 160 columns up does. BERT-base's
+        128x768x3072 product, 2 threads, weights cold (tools/bench/f32_kernel_bench.c): 128-column
+        tiles 2.40 ms, 384 (one a worker) 2.18; at batch 8 18.2 / 16.6; the 8x4096^2 MLP at
+        batch 64: 256 columns 76.3 ms, 512 73.2, 1024 75.2."""
+        workers = max(1, self.workers)
+        row_tiles, panels = -(-self.m // rows), -(-self.n // 32)
+        fits = self.l2_bytes // 4 // (128 * f32_k_block(self.k))
+        for per_tile in range(min(24, panels, fits), 4, -1):
+            tiles = row_tiles * (panels // per_tile)
+            if panels % per_tile == 0 and (tiles % workers == 0 or tiles >= 4 * workers):
+                return 32 * per_tile
+        return None
 
     def _f32l_tile(self) -> tuple[int, int]:
         """f32_gemm.c with the weight on the left: up to 126 weight rows (whole 14-row blocks of
@@ -404,18 +418,20 @@ def _rows_packed(k: int) -> bool:
 
 
 def kernel_product(module, kind: str, a, k: int, n: int, group: int, weight_operands, kernel_object: str,
-                   workers: int = 0):
+                   workers: int = 0, l2_bytes: int = 0):
     """C[M, N] of our `kind` kernel for the left operand a [M, K] (u8 activations, or bf16 for
     AMX): declares its executable, dispatches it on `weight_operands(padded)` (the weights at the
     kernel's padded column count); the f32 kernel stores only the result's own n columns, the
     others' padded columns are cut after. Static or dynamic rows; `workers` the target's cores
-    (0: unknown)."""
+    (0: unknown), `l2_bytes` a core's L2 (0: unknown)."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     padded = kernel_columns(n)
     static = a.type.has_static_shape
     extra = {"workers": workers} if workers else {}
+    if l2_bytes:
+        extra["l2_bytes"] = l2_bytes
     if kind == "f32" and padded != n:
         extra["out_n"] = n  # f32_gemm.c stores the result's own columns
     product = KernelProduct(kind, a.type.shape[0] if static else DYNAMIC, padded, k, group, **extra)

@@ -122,7 +122,8 @@ class F32Matmul(TargetedPass):
         on_left = [str(op.operands[0].type.element_type) == "f32" and left_weight_candidate(op) for op in matmuls]
         left = [op for op, flag in zip(matmuls, on_left) if flag]
         run_weight_kernel(self.name, module, [op for op, flag in zip(matmuls, on_left) if not flag],
-                          ("f32", "f32", "f32"), declined, "f32_gemm.c", "f32", f32_packed, "AVX-512", target.cores or 0)
+                          ("f32", "f32", "f32"), declined, "f32_gemm.c", "f32", f32_packed, "AVX-512", target.cores or 0,
+                          target.l2_bytes or 0)
         rewrite_products(self.name, left, lambda op: left_weight_form(op, ("f32", "f32", "f32")), declined,
                          "f32_gemm.c", _describe_left, lambda op, form, obj: _rewrite_left(self.name, module, op, obj))
         convs = collect(module, marked_for_kernel)

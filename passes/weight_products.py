@@ -149,11 +149,12 @@ def rewrite_products(pass_name: str, matmuls, form_of, declined, source: str, de
 
 
 def run_weight_kernel(pass_name: str, module, matmuls, types: tuple[str, str, str], declined, source: str, kind: str,
-                      pack, where: str, workers: int = 0) -> None:
+                      pack, where: str, workers: int = 0, l2_bytes: int = 0) -> None:
     """The weight on the right: each matmul of `matmuls` whose left operand has `types[0]` and
     whose weight product form holds (else a remark) goes to kernel `kind` (in `source`) on
     `pack(w)` (the weight zero-padded to the kernel's columns, in its layout), with a remark
-    saying so (`where`: the unit it runs on; `workers`: the target's cores, 0 unknown)."""
+    saying so (`where`: the unit it runs on; `workers`: the target's cores, `l2_bytes` a core's L2;
+    0 unknown)."""
 
     def form_of(op):
         if str(op.operands[0].type.element_type) != types[0]:
@@ -168,6 +169,6 @@ def run_weight_kernel(pass_name: str, module, matmuls, types: tuple[str, str, st
     def rewrite(op, form, obj) -> None:
         _, n, k = form
         replace_product(op, lambda a, b: cpu_extern.kernel_product(
-            module, kind, a, k, n, 0, lambda padded: [pack(resized(b, [k, padded]))], obj, workers))
+            module, kind, a, k, n, 0, lambda padded: [pack(resized(b, [k, padded]))], obj, workers, l2_bytes))
 
     rewrite_products(pass_name, matmuls, form_of, declined, source, describe, rewrite)

@@ -125,24 +125,29 @@ func.func @streaming(%x: tensor<1x96xf32>, %w: tensor<96x2048xf32> {inferx.param
 
 // -----
 
-// Where the kernel packs the rows (K = 1024: rows 4 KiB apart) and the tiles still number 4 a
-// worker (x86-avx512: 4 cores; 128 rows, 8192 columns: 16 tiles of 512), 512-column tiles:
-// each packed row block serves 16 panels. Rows read in place (K = 640) keep 256 columns (32
-// tiles).
-// CHECK:       stream.executable private @inferx_f32_128x8192x640
+// Where the kernel packs the rows (K = 1024: rows 4 KiB apart), the widest tiles that divide N,
+// keep the workgroups a multiple of the workers (x86-avx512: 4 cores) and hold a K block of
+// their panels in a quarter of its 1 MiB L2 (8 panels of 256 rows): 8192 columns as 32 tiles
+// of 256 (the L2 bound, not 512); 768 columns as 4 tiles of 192 (one a worker), where rows read
+// in place (K = 640) keep 128-column tiles (6). (Executables in reverse order.)
+// CHECK:       stream.executable private @inferx_f32_128x8192x1024
 // CHECK:         %[[C32:.+]] = arith.constant 32 : index
 // CHECK:         stream.return %[[C32]],
-// CHECK:         %[[NT256:.+]] = arith.constant 256 : i64
-// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT256]]) :
-// CHECK:       stream.executable private @inferx_f32_128x8192x1024
-// CHECK:         %[[C16:.+]] = arith.constant 16 : index
-// CHECK:         stream.return %[[C16]],
-// CHECK:         %[[NT512:.+]] = arith.constant 512 : i64
-// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT512]]) :
-func.func @packed_rows_wide_tiles(%x: tensor<128x1024xf32>, %w: tensor<1024x8192xf32> {inferx.parameter = "p.w"},
-                                  %x640: tensor<128x640xf32>, %v: tensor<640x8192xf32> {inferx.parameter = "p.v"},
-                                  %z: tensor<128x8192xf32>) -> (tensor<128x8192xf32>, tensor<128x8192xf32>) {
-  %y = linalg.matmul ins(%x, %w : tensor<128x1024xf32>, tensor<1024x8192xf32>) outs(%z : tensor<128x8192xf32>) -> tensor<128x8192xf32>
-  %y2 = linalg.matmul ins(%x640, %v : tensor<128x640xf32>, tensor<640x8192xf32>) outs(%z : tensor<128x8192xf32>) -> tensor<128x8192xf32>
-  return %y, %y2 : tensor<128x8192xf32>, tensor<128x8192xf32>
+// CHECK:       stream.executable private @inferx_f32_128x768x640
+// CHECK:         %[[C6:.+]] = arith.constant 6 : index
+// CHECK:         stream.return %[[C6]],
+// CHECK:       stream.executable private @inferx_f32_128x768x1024
+// CHECK:         %[[C4:.+]] = arith.constant 4 : index
+// CHECK:         stream.return %[[C4]],
+// CHECK:         %[[NT192:.+]] = arith.constant 192 : i64
+// CHECK:         call @inferx_f32_tile({{.*}}, %[[NT192]]) :
+func.func @packed_rows_wide_tiles(%x: tensor<128x1024xf32>, %w: tensor<1024x768xf32> {inferx.parameter = "p.w"},
+                                  %x640: tensor<128x640xf32>, %v: tensor<640x768xf32> {inferx.parameter = "p.v"},
+                                  %u: tensor<1024x8192xf32> {inferx.parameter = "p.u"},
+                                  %z: tensor<128x768xf32>, %z2: tensor<128x8192xf32>)
+    -> (tensor<128x768xf32>, tensor<128x768xf32>, tensor<128x8192xf32>) {
+  %y = linalg.matmul ins(%x, %w : tensor<128x1024xf32>, tensor<1024x768xf32>) outs(%z : tensor<128x768xf32>) -> tensor<128x768xf32>
+  %y2 = linalg.matmul ins(%x640, %v : tensor<128x640xf32>, tensor<640x768xf32>) outs(%z : tensor<128x768xf32>) -> tensor<128x768xf32>
+  %y3 = linalg.matmul ins(%x, %u : tensor<128x1024xf32>, tensor<1024x8192xf32>) outs(%z2 : tensor<128x8192xf32>) -> tensor<128x8192xf32>
+  return %y, %y2, %y3 : tensor<128x768xf32>, tensor<128x768xf32>, tensor<128x8192xf32>
 }
