@@ -24,8 +24,9 @@ from .errors import ModelLoadError, UnsupportedOpsError
 from .log import BuildLog
 from .onnx_functions import expand_function_ops
 from .onnx_narrow_types import widen_narrow_types
-from .onnx_rewrites import (decompose_contrib_ops, expand_reflect_pads, fold_shape_computations,
-                            inline_known_ifs, trim_unused_conv_padding)
+from .onnx_rewrites import (decompose_contrib_ops, drop_zero_gemm_bias, expand_reflect_pads,
+                            fold_shape_computations, inline_known_ifs, scale_biasless_gemms,
+                            trim_unused_conv_padding)
 from .tensor_spec import TensorSpec
 
 # The opset below which we upgrade before import: torch-mlir's importer misses
@@ -213,6 +214,12 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     trimmed = trim_unused_conv_padding(model)
     if trimmed:
         log.step(f"dropped padding no window reads from {len(trimmed)} strided convolution(s)")
+    unbiased = drop_zero_gemm_bias(model)
+    if unbiased:
+        log.step(f"dropped the all-zero bias of {len(unbiased)} Gemm(s)")
+    scaled = scale_biasless_gemms(model)
+    if scaled:
+        log.step(f"wrote the alpha of {len(scaled)} Gemm(s) without a bias as a Mul after the product")
     _reject_foreign_domains(model)
     weights = _lift_weights(model) if externalize_weights else {}
     if weights:

@@ -100,6 +100,52 @@ def trim_unused_conv_padding(model: onnx.ModelProto) -> list[str]:
     return rewritten
 
 
+def drop_zero_gemm_bias(model: onnx.ModelProto) -> list[str]:
+    """Drop a Gemm's C input where it is an initializer (or Constant) of zeros and beta finite:
+    alpha A B + beta 0 is alpha A B (a zero's sign aside). Exporters write such biases for a
+    bias-free projection (a tied LM head); IREE adds them in a dispatch of their own over the
+    whole result (GPT-2's 128x50257 logits: 2 ms a call). Returns the Gemms rewritten."""
+    constants = {i.name: i for i in model.graph.initializer}
+    constants.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
+                      for a in n.attribute if a.name == "value"})
+    for i in model.graph.input:  # an initializer a graph input of its name overrides is no constant
+        constants.pop(i.name, None)
+    rewritten = []
+    for node in model.graph.node:
+        if node.op_type != "Gemm" or len(node.input) < 3 or node.input[2] not in constants:
+            continue
+        beta = next((a.f for a in node.attribute if a.name == "beta"), 1.0)
+        bias = numpy_helper.to_array(constants[node.input[2]])
+        if np.isfinite(beta) and bias.dtype.kind == "f" and not np.any(bias):
+            del node.input[2]
+            rewritten.append(node.name)
+    return rewritten
+
+
+def scale_biasless_gemms(model: onnx.ModelProto) -> list[str]:
+    """A Gemm without C whose alpha is not 1 becomes Gemm(alpha=1) then Mul(alpha): torch-mlir's
+    Gemm lowering (the version in versions.py) turns a two-input Gemm into a plain matrix
+    product and drops alpha (a 0.5 gave twice onnxruntime's values). The product then scaled
+    is what ONNX defines, so the values do not change. Returns the Gemms rewritten."""
+    rewritten, nodes = [], []
+    for node in model.graph.node:
+        nodes.append(node)
+        alpha = next((a for a in node.attribute if a.name == "alpha"), None)
+        if node.op_type != "Gemm" or (len(node.input) > 2 and node.input[2]) or alpha is None or alpha.f == 1.0:
+            continue
+        out = node.output[0]  # (unique in the graph, where node names may be empty)
+        scale = numpy_helper.from_array(np.array(alpha.f, np.float32), f"{out}/alpha")
+        nodes.append(onnx.helper.make_node("Constant", [], [scale.name], name=scale.name, value=scale))
+        nodes.append(onnx.helper.make_node("Mul", [f"{out}/unscaled", scale.name], [out], name=f"{out}/scale"))
+        node.output[0] = f"{out}/unscaled"
+        node.attribute.remove(alpha)
+        rewritten.append(node.name)
+    if rewritten:
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return rewritten
+
+
 def expand_reflect_pads(model: onnx.ModelProto) -> list[str]:
     """Pad(mode=reflect|edge) with constant pads over axes of static size becomes, per padded
     axis, Concat(Gather(x, mirrored indices), x, Gather(x, mirrored indices)): IREE 3.13's

@@ -96,3 +96,56 @@ def test_reduced_precision_contractions(tmp_path, precision, tol):
     _compile_and_compare(model, tmp_path, feeds, tol=tol, precision=precision)
     sess = inferx_compiler.load(str(tmp_path / "m.ixa"))
     assert sess.artifact.manifest.precision_plan["mode"] == precision
+
+
+def _gemm_model(bias: np.ndarray, as_constant_node: bool = False, alpha: float = 1.0):
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((96, 64)).astype(np.float32), "w")
+    c = numpy_helper.from_array(bias, "c")
+    nodes = [helper.make_node("Constant", [], ["c"], name="c", value=c)] if as_constant_node else []
+    nodes.append(helper.make_node("Gemm", ["x", "w", "c"], ["y"], name="proj", transB=1, alpha=alpha))
+    g = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 96])],
+                          [w] if as_constant_node else [w, c])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_zero_gemm_bias_is_dropped(tmp_path):
+    """A Gemm whose C is all zeros (an initializer or a Constant node) loses it: its product is
+    the whole dispatch work, not a product and a bias add over the result; a nonzero bias, or
+    a zero initializer a graph input of its name overrides, stays. Its alpha still scales the
+    product (torch-mlir's lowering drops the alpha of a Gemm without C: scale_biasless_gemms)."""
+    import json
+    import zipfile
+
+    from inferx_compiler.onnx_rewrites import drop_zero_gemm_bias
+
+    zero = np.zeros(96, np.float32)
+    assert drop_zero_gemm_bias(_gemm_model(zero)) == ["proj"]
+    assert drop_zero_gemm_bias(_gemm_model(zero, as_constant_node=True)) == ["proj"]
+    assert drop_zero_gemm_bias(_gemm_model(np.full(96, 1e-30, np.float32))) == []
+    overridden = _gemm_model(zero)
+    overridden.graph.input.append(helper.make_tensor_value_info("c", TensorProto.FLOAT, [96]))
+    assert drop_zero_gemm_bias(overridden) == []
+
+    feeds = {"x": np.random.default_rng(4).standard_normal((16, 64)).astype(np.float32)}
+    counts = {}
+    bias = np.linspace(-1, 1, 96, dtype=np.float32)
+    for name, model in {"zero": _gemm_model(zero), "zero_scaled": _gemm_model(zero, alpha=0.5),
+                        "constant": _gemm_model(zero, as_constant_node=True, alpha=-2.0),
+                        "biased": _gemm_model(bias), "biased_scaled": _gemm_model(bias, alpha=0.5)}.items():
+        (tmp_path / name).mkdir()
+        _compile_and_compare(model, tmp_path / name, feeds, tol=1e-6)
+        with zipfile.ZipFile(tmp_path / name / "m.ixa") as z:
+            counts[name] = len(json.loads(z.read("report.json"))["dispatches"])
+    assert counts["zero"] < counts["biased"], counts
+
+
+def test_gemm_without_bias_keeps_its_alpha(tmp_path):
+    """A two-input Gemm with alpha 0.5 gave twice onnxruntime's values (torch-mlir lowers it to a
+    plain product); it is written as the product then a Mul."""
+    model = _gemm_model(np.zeros(96, np.float32), alpha=0.5)
+    del model.graph.node[0].input[2]
+    del model.graph.initializer[1]
+    feeds = {"x": np.random.default_rng(5).standard_normal((16, 64)).astype(np.float32)}
+    _compile_and_compare(model, tmp_path, feeds, tol=1e-6)
