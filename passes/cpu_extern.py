@@ -63,6 +63,7 @@ class ConvGeometry:
     strides: tuple
     dilations: tuple
     pads: tuple  # (top, left)
+    pixel_rows: bool = False  # the pixel-rows layout (pixel_rows_fit): the weight packed as W^T
 
     @property
     def input_shape(self) -> tuple:
@@ -73,7 +74,7 @@ class ConvGeometry:
         """The convolution in a symbol: images x C x H x W, filter, strides, dilations, pads."""
         pair = lambda p: f"{p[0]}x{p[1]}"  # noqa: E731
         return (f"{self.images}x{self.c}x{self.h}x{self.w}_k{self.kh}x{self.kw}_s{pair(self.strides)}"
-                f"_d{pair(self.dilations)}_p{pair(self.pads)}")
+                f"_d{pair(self.dilations)}_p{pair(self.pads)}{'_r' if self.pixel_rows else ''}")
 
     @property
     def joined(self) -> bool:
@@ -84,13 +85,34 @@ class ConvGeometry:
         ResNet-50's 7x7 layers 3.1 -> 2.5 (1x1) and 7.5 -> 6.1 ms (3x3), its 14x14 1x1 ones
         3.0-3.2 -> 2.8-2.9."""
         pixels = self.oh * self.ow
-        return (self.images > 1 and pixels >= 32 and pixels % 32 != 0
+        return (not self.pixel_rows and self.images > 1 and pixels >= 32 and pixels % 32 != 0
                 and self.images * self.c * self.h * self.w < 2 ** 31)
+
+    @property
+    def layout(self) -> int:
+        """f32_gemm.c's `layout`: CONV_PER_IMAGE 0, CONV_JOINED 1, CONV_PIXEL_ROWS 2."""
+        return 2 if self.pixel_rows else int(self.joined)
 
     def sizes(self) -> list[int]:
         """The C entry's convolution arguments (after M, N, K, kc)."""
         return [self.images, self.h, self.w, self.ow, self.kh, self.kw, *self.strides, *self.dilations, *self.pads,
-                int(self.joined)]
+                self.layout]
+
+
+PIXEL_ROWS_MAX_PIXELS = 196  # an image's output pixels up to which pixel_rows_fit takes a convolution
+
+
+def pixel_rows_fit(conv: ConvGeometry, filters: int) -> bool:
+    """Whether the convolution entry runs `conv` with its output pixels as the product's rows
+    (f32_gemm.c's pixel_rows_tile): a filter of several taps (a 1x1 one measured level) over an
+    image of at most PIXEL_ROWS_MAX_PIXELS output pixels, whose 32-pixel panels would leave lanes
+    empty, when the images are not joined (one image, or pixels a multiple of 32), and filters in
+    whole 32-lane panels. ResNet-50's 3x3 layers at batch 1 alone, caches cold, 2 threads
+    (tools/bench/conv_kernel_bench.c COLD=1, the tiles of KernelProduct._pixel_rows_tile): 7x7
+    512 filters 1.48 -> 1.30 ms, 14x14 256 filters 1.25-1.30 -> 1.03."""
+    pixels = conv.oh * conv.ow
+    return (conv.kh * conv.kw > 1 and pixels <= PIXEL_ROWS_MAX_PIXELS and pixels % 32 != 0 and not conv.joined
+            and filters % 32 == 0)
 
 
 STREAMING_ROWS = 16  # up to this many rows a product's time is its weight's read (KernelProduct._streaming)
@@ -236,12 +258,27 @@ class KernelProduct:
         against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/). Held panels, 2 threads,
         8 images with the residual: the 64 -> 256 layer at 56x56, 266x128 tiles 4.9 ms, 266x768
         3.2; the 256 -> 64 one, 70x128 4.0, 70x192 3.5 (docs/bench/2026-12-05-cpu-held-panels/)."""
+        if self.conv.pixel_rows:
+            return self._pixel_rows_tile()
         blocks = -(-self.m // F32_LEFT_ROWS)
         weight = 4 * blocks * F32_LEFT_ROWS * self.k
         row_tiles = max(-(-blocks // 37), min(self.workers, -(-weight // (self.l2_bytes // 2))))
         panels = -(-self.columns // 32)
         per_tile = panels if panels <= 8 else self._held_panels(panels, row_tiles)
         return F32_LEFT_ROWS * -(-blocks // row_tiles), 32 * per_tile
+
+    def _pixel_rows_tile(self) -> tuple[int, int]:
+        """(filters, pixels) of a pixel-rows tile: all of the image's pixels (at batch 1 the weight
+        comes from memory: each tile reads its filters' rows once), the filters split evenly over
+        the workers in whole 32-filter panels, at most 256, the tile's sums within a held buffer
+        (F32_HELD_FLOATS). ResNet-50's 3x3 layers alone with cold caches, 2 threads
+        (tools/bench/conv_kernel_bench.c COLD=1): 7x7 512 filters, 256x49 tiles 1.30 ms, 256x25
+        1.57-1.64, 128x49 1.40 (the column entry: 1.48); 14x14 256 filters, 128x196 1.03,
+        256x49 1.09, 256x28 1.17-1.20 (the column entry: 1.25-1.30)."""
+        filters = min(256, kernel_columns(-(-self.m // max(1, self.workers))))
+        while filters > 32 and self.n * filters > F32_HELD_FLOATS:
+            filters -= 32
+        return filters, self.n
 
     def _held_panels(self, panels: int, row_tiles: int) -> int:
         """Panels a column tile takes: the most the held-panel buffer holds (at least 4) whose
@@ -265,7 +302,8 @@ class KernelProduct:
         if self.kind == "f32":
             return [([rows, self.k], "f32"), ([self.n * self.k], "f32"), ([rows, self.result_columns], "f32")]
         if self.kind in ("f32l", "f32c"):
-            packed = -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k
+            packed = (self.m * self.k if self.conv is not None and self.conv.pixel_rows
+                      else -(-self.m // F32_LEFT_ROWS) * F32_LEFT_ROWS * self.k)
             activations = list(self.conv.input_shape) if self.conv is not None else [self.k, self.n]
             return ([([packed], "f32"), (activations, "f32")] + [(list(s), "f32") for s in self.epilogue_shapes]
                     + [(self.result_shape, "f32")])
@@ -497,7 +535,11 @@ DESCRIPTIONS = {"u8s8": ("inferx_u8s8 (C, AVX-512 VNNI)", "i8", "8x32 register t
                                                             "activation panels copied per tile"),
                 "f32c": ("inferx_f32c (C, AVX-512)", "f32", "14x32 register tile, weight in 14-row blocks, "
                                                             "column panels gathered from the image per tile "
-                                                            "(implicit im2col)")}
+                                                            "(implicit im2col)"),
+                "f32c_pixel_rows": ("inferx_f32c (C, AVX-512)", "f32", "pixel rows: 14 pixels x 32 filters a "
+                                                                       "register tile, weight as W^T in 32-filter "
+                                                                       "panels, pixels gathered from the image per "
+                                                                       "row block, sums transposed at the end")}
 # the pass that places each kind (else inferx-quantize-contractions)
 PASS_OF_KIND = {"bf16_amx": "inferx-amx-matmul", "f32": "inferx-f32-matmul", "f32l": "inferx-f32-matmul",
                 "f32c": "inferx-f32-matmul"}
@@ -515,7 +557,7 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
 
     i64 = ir.IntegerType.get_signless(64)
     mt, nt = p.tile()
-    root, element, how = DESCRIPTIONS[p.kind]
+    root, element, how = DESCRIPTIONS["f32c_pixel_rows" if p.conv is not None and p.conv.pixel_rows else p.kind]
     report = ir.DictAttr.get({
         "root": ir.StringAttr.get(root), "kind": ir.StringAttr.get("contraction"),
         "element_type": ir.StringAttr.get(element), "loops": ir.DenseI64ArrayAttr.get([p.m, p.n, p.k]),

@@ -65,18 +65,21 @@ from .weight_products import (from_parameters, left_weight_candidate, left_weigh
                               rewrite_products, run_weight_kernel)
 
 
-def f32_packed(w):
+def f32_packed(w, transposed: bool = False):
     """w [K, N] f32 (N a multiple of 32) in the kernel's layout, flattened: K blocks of kc rows
     (cpu_objects.f32_k_block), each N / 32 panels of kc rows of 32 columns: element
-    (kb, p, r, c) = w[kc kb + r, 32 p + c]. Depends on the weight alone."""
+    (kb, p, r, c) = w[kc kb + r, 32 p + c]. `transposed`: w is [N, K] (a convolution's filter
+    rows for the pixel-rows layout), element (kb, p, r, c) = w[32 p + c, kc kb + r]. Depends on
+    the weight alone."""
     from iree.compiler import ir
     from iree.compiler.dialects import tensor
 
-    k, n = w.type.shape
+    n, k = w.type.shape if transposed else w.type.shape[::-1]
     kc = f32_k_block(k)
     f32 = w.type.element_type
     d = [ir.AffineDimExpr.get(i) for i in range(4)]  # (kb, p, r, c)
-    maps = [ir.AffineMap.get(4, 0, [d[0] * kc + d[2], d[1] * 32 + d[3]]), ir.AffineMap.get_identity(4)]
+    at = [d[0] * kc + d[2], d[1] * 32 + d[3]]
+    maps = [ir.AffineMap.get(4, 0, at[::-1] if transposed else at), ir.AffineMap.get_identity(4)]
     packed = generic([w], tensor.EmptyOp([k // kc, n // 32, kc, 32], f32).result, maps, ["parallel"] * 4,
                      lambda b: b.arguments[0])
     return tensor.CollapseShapeOp(ir.RankedTensorType.get([n * k], f32), packed, [[0, 1, 2, 3]]).result
@@ -180,6 +183,7 @@ def _rewrite_left(pass_name: str, module, op, obj: str, conv=None, target=None) 
     from iree.compiler import ir
 
     plan, epilogue, variant, why = _c_epilogue(op, conv)
+    pack = (lambda w: f32_packed(w, transposed=True)) if conv is not None and conv.pixel_rows else f32_left_packed
     if conv is not None:
         source = zero_padding(op.operands[0])[0]
         operands = lambda: (_weight_rows(op.operands[1]), source)  # noqa: E731
@@ -189,25 +193,27 @@ def _rewrite_left(pass_name: str, module, op, obj: str, conv=None, target=None) 
         remark(pass_name, op, f"the ops after it stay IREE's: {why}")
         with ir.InsertionPoint(op), op.location:
             w, x = operands()
-        replace_product(op, lambda *_: cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, obj, conv=conv,
+        replace_product(op, lambda *_: cpu_extern.left_weight_product(module, w, pack(w), x, obj, conv=conv,
                                                                       target=target))
         return
     remark(pass_name, op, f"fused {len(plan.ops)} ops after it ({', '.join(plan.fused) or 'the init'}) in its epilogue")
     last = plan.ops[-1] if plan.ops else op
     with ir.InsertionPoint(last), last.location:
         w, x = operands()
-        result = cpu_extern.left_weight_product(module, w, f32_left_packed(w), x, variant, epilogue, plan, conv=conv,
+        result = cpu_extern.left_weight_product(module, w, pack(w), x, variant, epilogue, plan, conv=conv,
                                                 target=target)
     plan.replace(op, result)
 
 
 # ----------------------------------------------------------------------------- convolutions
 def conv_geometry(op):
-    """The ConvGeometry of a static linalg.conv_2d_nchw_fchw, its padding folded in."""
+    """The ConvGeometry of a static linalg.conv_2d_nchw_fchw, its padding folded in, in the
+    pixel-rows layout where cpu_extern.pixel_rows_fit takes it."""
     s = conv_shape(op)
     source, pads = zero_padding(op.operands[0])
     _, c, h, w = source.type.shape
-    return cpu_extern.ConvGeometry(s.n, c, h, w, s.oh, s.ow, s.kh, s.kw, s.strides, s.dilations, pads)
+    g = cpu_extern.ConvGeometry(s.n, c, h, w, s.oh, s.ow, s.kh, s.kw, s.strides, s.dilations, pads)
+    return dataclasses.replace(g, pixel_rows=cpu_extern.pixel_rows_fit(g, op.results[0].type.shape[1]))
 
 
 def _weight_rows(w):

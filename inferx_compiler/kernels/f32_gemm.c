@@ -167,9 +167,7 @@ static __mmask16 first_lanes(int64_t n) { return n >= 16 ? (__mmask16)0xFFFF : n
   case r:                    \
     micro(r, a, lda, step, b, kc, c, ldc, accumulate, lo, hi, left, at, next, second, upcoming, upcoming_lines); \
     break;
-#ifndef INFERX_LEFT_ONLY
-INFERX_MICRO_ROWS(micro_rows, 0)
-#endif
+INFERX_MICRO_ROWS(micro_rows, 0) /* (the left-only variants too: their pixel-rows convolutions) */
 INFERX_MICRO_ROWS(micro_rows_left, 1)
 #undef INFERX_ROWS
 #undef INFERX_MICRO_ROWS
@@ -184,7 +182,6 @@ static int rows_share_l1_sets(int64_t K) {
   return 64 / g < 4;
 }
 
-#ifndef INFERX_LEFT_ONLY
 /* 16x16 transpose of r[0..15] in registers (32-, 64-, then 128-bit interleaves). */
 static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -208,6 +205,7 @@ static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
   }
 }
 
+#ifndef INFERX_LEFT_ONLY
 /* packed[k][i] = a[i][k] for i < rows (row stride PACKED_ROWS), k < kc: 16 k at a time through a
  * register transpose; the rows past `rows` hold whatever the registers did (never read). */
 static void pack_rows(const float *a, int64_t lda, int rows, int64_t kc, float *packed) {
@@ -309,9 +307,11 @@ struct conv_input {
 
 /* panel[k][0:32] = the columns' rows k0 .. k0 + kc, pixels p .. p + 31 (lanes past `lo`/`hi`
  * zero): per panel each lane's input position and each tap's in-image lanes, then per row one
- * masked gather a 16-lane half (lanes outside the image never read). */
-static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, int64_t p, __mmask16 lo, __mmask16 hi,
-                         int split, int64_t pixels, float *panel) {
+ * masked gather a 16-lane half (lanes outside the image never read). `halves` 1: the first
+ * half only, rows 16 floats apart (the pixel-rows entry's [kc][16] block). */
+static inline __attribute__((always_inline)) void gather_lanes(const struct conv_input *in, int64_t k0, int64_t kc,
+                                                               int64_t p, __mmask16 lo, __mmask16 hi, int split,
+                                                               int64_t pixels, float *panel, const int halves) {
   const int64_t taps = in->KH * in->KW, plane = in->H * in->W;
   /* lanes from `split` on are the next image's first pixels (the entry over joined images):
      their positions are offset by an image (int32: the pass keeps images * C H W below 2^31) */
@@ -346,8 +346,9 @@ static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, in
     /* lanes SW apart in the input (or rows of one or two pixels): a gather a half (slow on Intels with the GDS fix) */
     for (int64_t k = 0; k < kc; ++k) {
       const float *src = in->x + c * plane + offset[t];
-      _mm512_storeu_ps(panel + k * 32, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][0], at0, src, 4));
-      _mm512_storeu_ps(panel + k * 32 + 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][1], at1, src, 4));
+      _mm512_storeu_ps(panel + k * 16 * halves, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][0], at0, src, 4));
+      if (halves == 2)
+        _mm512_storeu_ps(panel + k * 32 + 16, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), inside[t][1], at1, src, 4));
       if (++t == taps) t = 0, ++c;
     }
     return;
@@ -376,14 +377,19 @@ static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, in
         loads[u][h][s] = (struct segment_load){(int32_t)offset[u] + start[h][s], seg[h][s] & inside[u][h]};
   for (int64_t k = 0; k < kc; ++k) {
     const float *src = in->x + c * plane;
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < halves; ++h) {
       const struct segment_load *l = loads[t][h];
       __m512 v = _mm512_maskz_loadu_ps(l[0].lanes, src + l[0].offset);
       for (int s = 1; s < nseg[h]; ++s) v = _mm512_mask_loadu_ps(v, l[s].lanes, src + l[s].offset);
-      _mm512_storeu_ps(panel + k * 32 + 16 * h, v);
+      _mm512_storeu_ps(panel + k * 16 * halves + 16 * h, v);
     }
     if (++t == taps) t = 0, ++c;
   }
+}
+
+static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, int64_t p, __mmask16 lo, __mmask16 hi,
+                         int split, int64_t pixels, float *panel) {
+  gather_lanes(in, k0, kc, p, lo, hi, split, pixels, panel, 2);
 }
 
 /* The weight on the left: C[M, N] = A x B[K, N] with A a weight [M, K] packed (by
@@ -497,20 +503,85 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
   if (slot >= 0) __atomic_fetch_and(&held_busy, ~(1u << slot), __ATOMIC_RELEASE);
 }
 
+/* The pixel-rows layout of a convolution: its product transposed, C^T[N, M] = columns^T[N, K] x
+ * W^T[K, M] on the right entry's register tile: 14 output pixels broadcast against 32 filters a
+ * k, W^T packed as the right entry's weight ([K / kc][M / 32][kc][32], M a multiple of 32), each
+ * row block's K block of pixels gathered from the image into [kc][16]. No lane is left empty
+ * where an image's pixels are few (a 7x7 output fills 77% of two 32-pixel panels; its 512
+ * filters fill every lane). The sums of the tile (pixels [n0, n0 + nt), filters [m0, m0 + mt))
+ * stay in a stack buffer [nt][mt] across K blocks; at the end each 16x16 block is transposed
+ * in registers, goes through the epilogue as rows (filters) of 16 pixels and is stored to c
+ * [M, N]. ResNet-50's 3x3 layers at batch 1 alone, 2 threads (tools/bench/conv_kernel_bench.c
+ * PIXEL_ROWS=1): 512 filters at 7x7 1.13 -> 0.88 ms, 14 -> 7 stride 2 0.56 -> 0.43, 256 at
+ * 14x14 0.98 -> 0.92. */
+#define PIXEL_ROWS_SUMS (8 * 1024) /* the tile's sums: nt mt floats at most (32 KiB of stack) */
+static __attribute__((noinline)) void pixel_rows_tile(const float *w, const struct conv_input *in, float *c,
+                                                     const float *const *x, int64_t row0, int64_t M, int64_t N,
+                                                     int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0,
+                                                     int64_t nt) {
+  const int64_t m1 = m0 + mt < M ? m0 + mt : M, ldc = m1 - m0;
+  float packed[KC_MAX * PACKED_ROWS];
+  float stack_sums[PIXEL_ROWS_SUMS];
+  /* the sums in a held buffer where one is free (the tile rule's tiles fit one), else the stack's */
+  const int slot = claim_held();
+  float *const sums = slot < 0 ? stack_sums : held_buffers[slot];
+  const int64_t capacity = slot < 0 ? PIXEL_ROWS_SUMS : HELD_FLOATS;
+  /* pixels a pass holds: all of the tile's but where the stack's buffer is too small (then each
+     further pass reads the tile's weight again); mt is at most PIXEL_ROWS_SUMS / 16 */
+  const int64_t rows_held = capacity / ldc > 0 ? capacity / ldc : 1;
+  for (int64_t p0 = n0, n1 = n0 + nt < N ? n0 + nt : N; p0 < n1; p0 += rows_held) {
+    const int64_t p1 = p0 + rows_held < n1 ? p0 + rows_held : n1, blocks = (p1 - p0 + MR - 1) / MR;
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      const float *block = w + k0 * M; /* [M / 32][kc][32] */
+      for (int64_t j = 0, p = p0; j < blocks; ++j) { /* rows spread evenly over the blocks */
+        const int rows = (int)((p1 - p0) / blocks + (j < (p1 - p0) % blocks));
+        gather_lanes(in, k0, kc, p, first_lanes(rows), 0, 32, N, packed, 1);
+        for (int64_t f = m0; f < m1; f += 32)
+          micro_rows(rows, packed, 1, PACKED_ROWS, block + f * kc, kc, sums + (p - p0) * ldc + (f - m0), ldc, k0 > 0,
+                     0xFFFF, 0xFFFF, 0, 0, 0, 0, 0);
+        p += rows;
+      }
+    }
+    for (int64_t p = p0; p < p1; p += 16) {
+      const int64_t rows = p1 - p < 16 ? p1 - p : 16;
+      const __mmask16 lanes = first_lanes(rows);
+      for (int64_t f = m0; f < m1; f += 16) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(sums + (p - p0 + i) * ldc + (f - m0)) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int j = 0; j < 16; ++j) { /* r[j]: filter f + j with j's two low bits swapped (transpose16) */
+          const int64_t filter = f + ((j & ~3) | (j & 1) << 1 | (j >> 1 & 1));
+          __m512 v = r[j], none = _mm512_setzero_ps();
+          if (x) INFERX_EPILOGUE(v, none, row0 + filter, p, lanes, 0, x);
+          (void)none;
+          _mm512_mask_storeu_ps(c + filter * N + p, lanes, v);
+        }
+      }
+    }
+  }
+  if (slot >= 0) __atomic_fetch_and(&held_busy, ~(1u << slot), __ATOMIC_RELEASE);
+}
+
 /* A convolution y[n, F, OH, OW] = w[F, C, KH, KW] * x[n, C, H, W] (f32; strides, dilations,
  * zero padding) as the left entry's product w[F, C KH KW] x columns[C KH KW, OH OW] per image,
  * the columns gathered per panel from x (implicit im2col: no column matrix in memory); the
  * epilogue sees image i's rows as rows i M .. i M + M - 1 of an [images M, N] product.
- * `joined` 0: the tile (columns of one image) runs for every one of `images`; 1: the tile's
- * columns index all images side by side (left_tile's joined images; N >= 32). */
+ * `layout` CONV_PER_IMAGE: the tile (columns of one image) runs for every one of `images`;
+ * CONV_JOINED: the tile's columns index all images side by side (left_tile's joined images;
+ * N >= 32); CONV_PIXEL_ROWS: pixel_rows_tile per image (w packed as W^T, see there). */
+#define CONV_PER_IMAGE 0
+#define CONV_JOINED 1
+#define CONV_PIXEL_ROWS 2
 #define INFERX_CONV_PARAMS                                                                                         \
   int64_t M, int64_t N, int64_t K, int64_t kc, int64_t images, int64_t H, int64_t W, int64_t OW, int64_t KH,      \
-      int64_t KW, int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PT, int64_t PL, int64_t joined,         \
+      int64_t KW, int64_t SH, int64_t SW, int64_t DH, int64_t DW, int64_t PT, int64_t PL, int64_t layout,         \
       int64_t m0, int64_t mt, int64_t n0, int64_t nt
-#define INFERX_CONV_ARGS M, N, K, kc, images, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, joined, m0, mt, n0, nt
-static inline __attribute__((always_inline)) void conv_tile(const float *a, const float *x, float *c,
-                                                            const float *const *epilogue_x, INFERX_CONV_PARAMS) {
+#define INFERX_CONV_ARGS M, N, K, kc, images, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, layout, m0, mt, n0, nt
+/* (Not inlined: its stack's panel buffer and pixel_rows_tile's sums are never in one frame.) */
+static __attribute__((noinline)) void conv_columns_tile(const float *a, const float *x, float *c,
+                                                        const float *const *epilogue_x, INFERX_CONV_PARAMS) {
   const int64_t image = (K / (KH * KW)) * H * W;
+  const int joined = layout == CONV_JOINED;
   /* a 1x1 stride-1 convolution without padding: each image is the product's [K, N] matrix as it is */
   const int pointwise = KH == 1 && KW == 1 && SH == 1 && SW == 1 && OW == W && PT == 0 && PL == 0;
   const int64_t runs = joined ? 1 : images, side_by_side = joined ? images : 1;
@@ -518,6 +589,19 @@ static inline __attribute__((always_inline)) void conv_tile(const float *a, cons
     const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, image};
     left_tile(a, pointwise ? in.x : 0, pointwise ? 0 : &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0,
               nt, side_by_side, image);
+  }
+}
+
+static inline __attribute__((always_inline)) void conv_tile(const float *a, const float *x, float *c,
+                                                            const float *const *epilogue_x, INFERX_CONV_PARAMS) {
+  if (layout != CONV_PIXEL_ROWS) {
+    conv_columns_tile(a, x, c, epilogue_x, INFERX_CONV_ARGS);
+    return;
+  }
+  const int64_t image = (K / (KH * KW)) * H * W;
+  for (int64_t i = 0; i < images; ++i) {
+    const struct conv_input in = {x + i * image, H, W, OW, KH, KW, SH, SW, DH, DW, PT, PL, image};
+    pixel_rows_tile(a, &in, c + i * M * N, epilogue_x, i * M, M, N, K, kc, m0, mt, n0, nt);
   }
 }
 

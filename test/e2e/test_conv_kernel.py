@@ -10,6 +10,8 @@ agree to ~1e-7; a misplaced tap, pad, image or panel is off by the size of the v
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -38,14 +40,20 @@ def conv_zoo(seed=5, c=6, size=13):
       d: a's output -> 3x3 pads 1 (20 -> 20) + bias, + a (residual), ReLU;
       e: 3x3 stride 2 pads 1 over d (20 -> 32, a 7x7 output);
       f: 3x3 over a 13x1 and a 13x2 column of x (output widths 1 and 2: gathered), and a 5-wide
-         window (segments of 5 pixels)."""
+         window (segments of 5 pixels);
+      g: two 3x3 pads 1 over d (20 -> 32 channels, 169 pixels), the second + bias + the first
+         (residual), ReLU.
+    At batch 1 e and g are in the pixel-rows layout (filters in whole 32-lane panels, an image's
+    pixels leaving panels part empty); at batch 3 their images are joined."""
     rng = np.random.default_rng(seed)
     inits = {"wa": _w(rng, 20, c, 3, 3, scale=(9 * c) ** -0.5), "ba": _w(rng, 20, scale=0.1),
              "wb": _w(rng, 10, c, 5, 5, scale=(25 * c) ** -0.5), "bb": _w(rng, 10, scale=0.1),
              "wc": _w(rng, 8, c, 3, 3, scale=(9 * c) ** -0.5),
              "wd": _w(rng, 20, 20, 3, 3, scale=(180) ** -0.5), "bd": _w(rng, 20, scale=0.1),
              "we": _w(rng, 32, 20, 3, 3, scale=(180) ** -0.5),
-             "wf": _w(rng, 4, c, 3, 3, scale=(9 * c) ** -0.5)}
+             "wf": _w(rng, 4, c, 3, 3, scale=(9 * c) ** -0.5),
+             "wg": _w(rng, 32, 20, 3, 3, scale=(180) ** -0.5), "wg2": _w(rng, 32, 20, 3, 3, scale=(180) ** -0.5),
+             "bg": _w(rng, 32, scale=0.1)}
     nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["ca"], pads=[1, 1, 1, 1], name="a"),
              helper.make_node("Relu", ["ca"], ["ra"]),
              helper.make_node("Conv", ["x", "wb", "bb"], ["yb"], kernel_shape=[5, 5], strides=[2, 2],
@@ -60,12 +68,16 @@ def conv_zoo(seed=5, c=6, size=13):
              helper.make_node("Slice", ["x", "s0", "s2", "axes"], ["x2"]),
              helper.make_node("Conv", ["x2", "wf"], ["yf2"], pads=[1, 1, 1, 1], name="f2"),
              helper.make_node("Slice", ["x", "s0", "s5", "axes"], ["x5"]),
-             helper.make_node("Conv", ["x5", "wf"], ["yf5"], pads=[1, 1, 1, 1], name="f5")]
+             helper.make_node("Conv", ["x5", "wf"], ["yf5"], pads=[1, 1, 1, 1], name="f5"),
+             helper.make_node("Conv", ["yd", "wg"], ["g1"], pads=[1, 1, 1, 1], name="g1"),
+             helper.make_node("Conv", ["yd", "wg2", "bg"], ["g2"], pads=[1, 1, 1, 1], name="g2"),
+             helper.make_node("Add", ["g2", "g1"], ["sg"]),
+             helper.make_node("Relu", ["sg"], ["yg"])]
     inits.update({"s0": np.array([0], np.int64), "s1": np.array([1], np.int64), "s2": np.array([2], np.int64),
                   "s5": np.array([5], np.int64), "axes": np.array([3], np.int64)})
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, size, size])
     outs = [("yb", 10, 6, 6), ("yc", 8, 9, 9), ("yd", 20, 13, 13), ("ye", 32, 7, 7), ("yf1", 4, 13, 1),
-            ("yf2", 4, 13, 2), ("yf5", 4, 13, 5)]
+            ("yf2", 4, 13, 2), ("yf5", 4, 13, 5), ("yg", 32, 13, 13)]
     return _model(nodes, "conv_zoo", [x],
                   [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", *s]) for n, *s in outs], inits)
 
@@ -88,7 +100,7 @@ def test_every_convolution_on_the_kernel(zoo):
     path, out = zoo
     manifest, report = artifact_json(out)
     convs = {d["dispatch"]: d for d in report["dispatches"] if d["dispatch"].startswith("inferx_f32c_")}
-    geometries = {name[len("inferx_f32c_"):].split("_e")[0] for name in convs}
+    geometries = {name[len("inferx_f32c_"):].split("_e")[0].removesuffix("_r") for name in convs}
     for images in (1, 3):
         assert {f"{images}x6x13x13_k3x3_s1x1_d1x1_p1x1", f"{images}x6x13x13_k5x5_s2x2_d1x1_p2x1",
                 f"{images}x6x13x13_k3x3_s1x1_d2x2_p0x0", f"{images}x20x13x13_k3x3_s1x1_d1x1_p1x1",
@@ -97,6 +109,13 @@ def test_every_convolution_on_the_kernel(zoo):
             sorted(geometries)
     residual = [d for name, d in convs.items() if name.startswith("inferx_f32c_1x20x13x13_k3x3_s1x1_d1x1_p1x1_e")]
     assert residual and residual[0]["fused"].count("linalg.generic") >= 2, residual
+    # e and g (32 filters over 49 and 169 pixels) in the pixel-rows layout at batch 1 only, g's
+    # second convolution with its bias, residual and ReLU in the epilogue
+    rows = {name for name in convs if re.search(r"_p\d+x\d+_r(_e|$)", name)}
+    assert {re.sub(r"_r(_e.*)?$", "", n) for n in rows} == {"inferx_f32c_1x20x13x13_k3x3_s2x2_d1x1_p1x1",
+                                                          "inferx_f32c_1x20x13x13_k3x3_s1x1_d1x1_p1x1"}, sorted(rows)
+    assert any(n.endswith("_r") for n in rows) and any("_r_e" in n for n in rows), sorted(rows)
+    assert all("pixel rows" in convs[n]["config"] for n in rows)
     assert not [d for d in report["dispatches"] if "conv" in d["dispatch"] and "main$b1" in d["dispatch"]]
 
 

@@ -63,3 +63,27 @@ def test_held_panels_match_the_reference(bench, shape, images, joined, mt, nt, t
     assert run.returncode == 0, run.stderr
     error = float(re.search(r"relative L2 (\S+)", run.stdout).group(1))
     assert error < 1e-5, run.stdout
+
+
+# The pixel-rows layout (pixel_rows_tile: pixels as the rows, its sums in a held buffer or the
+# stack's 8K floats): 64 filters over a 7x7 output in one tile (3,136 sums), 256 filters over
+# 14x14 in tiles of all 196 pixels x 256 filters (50,176 sums: more than a held buffer's 49,152,
+# so two passes from the pool, seven from the stack), and stride 2 over 2 images (the epilogue's
+# rows i F.. for image i), each with a residual epilogue.
+PIXEL_ROWS_SHAPES = [
+    ("64 16 7 3 1 1", 1, 64, 49),
+    ("256 16 14 3 1 1", 1, 256, 196),
+    ("96 24 15 3 2 1", 2, 32, 30),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("shape,images,mt,nt", PIXEL_ROWS_SHAPES, ids=["7x7", "14x14-passes", "stride2"])
+def test_pixel_rows_match_the_reference(bench, shape, images, mt, nt, threads):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), IMAGES=str(images), MT=str(mt), NT=str(nt),
+               RESIDUAL="1", PIXEL_ROWS="1")
+    run = subprocess.run([bench, *shape.split()], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "pixel rows" in run.stdout, run.stdout
+    error = float(re.search(r"relative L2 (\S+)", run.stdout).group(1))
+    assert error < 1e-5, run.stdout

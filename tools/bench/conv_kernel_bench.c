@@ -7,7 +7,8 @@
  *
  * F filters over C channels of an H x H image, a K x K filter; MT / NT the workgroup tile (rows,
  * a multiple of 14; columns), else the rule's defaults for the left-weight entry; IMAGES=n runs n
- * images a call (the reference checks the first and the last); JOINED=1 tiles their columns side by side; RESIDUAL=1 adds a residual input in the
+ * images a call (the reference checks the first and the last); JOINED=1 tiles their columns side by side;
+ * PIXEL_ROWS=1 runs the pixel-rows layout (MT filters, NT pixels a tile; F a multiple of 32); RESIDUAL=1 adds a residual input in the
  * epilogue; COLD=1 evicts the caches (a 300 MB sweep)
  * before every repetition, as in a model whose other layers ran between. The default tile is the
  * left-weight entry's rule, not the convolution entry's (passes/cpu_extern.py `_f32c_tile`): give
@@ -58,10 +59,16 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < images * C * H * W; ++i) x[i] = (float)rand() / RAND_MAX - 0.5f;
   for (int64_t i = 0; i < F * K; ++i) w[i] = (float)rand() / RAND_MAX - 0.5f;
   const int64_t blocks = (F + 13) / 14;
-  float *a = calloc(blocks * 14 * K, 4); /* the packed weight: [blocks][K][14] */
+  /* PIXEL_ROWS=1: the pixel-rows layout (F a multiple of 32), the weight packed as W^T for it */
+  const int pixel_rows = getenv("PIXEL_ROWS") != 0 && F % 32 == 0;
+  float *a = calloc(blocks * 14 * K, 4); /* the packed weight: [blocks][K][14], or [K / kc][F / 32][kc][32] */
   for (int64_t f = 0; f < F; ++f)
-    for (int64_t k = 0; k < K; ++k) a[((f / 14) * K + k) * 14 + f % 14] = w[f * K + k];
+    for (int64_t k = 0; k < K; ++k)
+      a[pixel_rows ? (k / kc) * kc * F + ((f / 32) * kc + k % kc) * 32 + f % 32 : ((f / 14) * K + k) * 14 + f % 14] =
+          w[f * K + k];
+  const int64_t layout = pixel_rows ? 2 : joined;
   int64_t mt = 14 * (blocks < 9 ? blocks : 9), nt = N >= 1024 ? 256 : ((N + 31) / 32 * 32 < 128 ? (N + 31) / 32 * 32 : 128);
+  if (pixel_rows) mt = F < 256 ? F : 256, nt = (N + 1) / 2; /* filters, pixels */
   if (getenv("MT")) mt = atoi(getenv("MT"));
   if (getenv("NT")) nt = atoi(getenv("NT"));
   residual_n = N;
@@ -76,10 +83,10 @@ int main(int argc, char **argv) {
     if (getenv("COLD"))
       for (int64_t i = 0; i < flush_bytes; i += 64) flush[i]++;
     const double t0 = now();
-    const int64_t rt = (F + mt - 1) / mt, ct = (N * (joined ? images : 1) + nt - 1) / nt;
+    const int64_t rt = (F + mt - 1) / mt, ct = (N * (layout == 1 ? images : 1) + nt - 1) / nt;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < rt * ct; ++t)
-      conv_tile(a, x, y, epilogue_x, F, N, K, kc, images, H, W, OW, KH, KW, S, S, 1, 1, P, P, joined, (t / ct) * mt, mt,
+      conv_tile(a, x, y, epilogue_x, F, N, K, kc, images, H, W, OW, KH, KW, S, S, 1, 1, P, P, layout, (t / ct) * mt, mt,
                        (t % ct) * nt, nt);
     const double t = now() - t0;
     if (t < best) best = t;
@@ -105,7 +112,8 @@ int main(int argc, char **argv) {
           ref += s * s;
         }
   printf("F=%ld C=%ld H=%ld %ldx%ld stride %ld pad %ld, %ld image(s)%s, tile %ldx%ld: %.3f ms, %.1f GFLOP/s, relative L2 %.1e\n",
-         (long)F, (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)images, joined ? " joined" : "", (long)mt, (long)nt, best * 1e3,
+         (long)F, (long)C, (long)H, (long)KH, (long)KW, (long)S, (long)P, (long)images,
+         layout == 2 ? " pixel rows" : layout ? " joined" : "", (long)mt, (long)nt, best * 1e3,
          2.0 * images * F * N * K / best / 1e9,
          sqrt(err / ref));
   return 0;

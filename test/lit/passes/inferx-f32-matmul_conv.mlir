@@ -179,6 +179,47 @@ func.func @relu_before_dilated_max_pool(%x: tensor<1x3x17x17xf32>, %w: tensor<8x
 
 // -----
 
+// A 3x3 convolution over one 9x9 image (7x7 out): its 49 pixels would leave 23% of two 32-pixel panels
+// empty, so its pixels become the product's rows (the `_r` layout: 64 filters in two 32-lane
+// panels, the filter packed as W^T [72, 64] = 4608 floats, layout argument 2): all 49 pixels a
+// tile, the filters split over x86-avx512's 4 cores in 32-filter panels (2 workgroups). 48
+// filters (not whole panels) and two joined images keep the column layout.
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 64x72 filter x 72x49 columns
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 48x72 filter x 72x49 columns
+// REMARK:      remark: inferx-f32-matmul: f32 convolution as a 64x72 filter x 72x49 columns
+// CHECK:       stream.executable private @inferx_f32c_2x8x9x9_k3x3_s1x1_d1x1_p0x0 attributes
+// CHECK:       stream.executable private @inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0 attributes
+// CHECK:       stream.executable private @inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0_r attributes
+// CHECK:         stream.executable.export public @inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0_r workgroups() -> (index, index, index) {
+// CHECK-NEXT:      %[[X:.+]] = arith.constant 1 : index
+// CHECK-NEXT:      %[[Y:.+]] = arith.constant 2 : index
+// CHECK:         config = "workgroup tile 32x49, pixel rows
+// CHECK:         %[[LAYOUT:.+]] = arith.constant 2 : i64
+// CHECK-NEXT:    %[[MT:.+]] = arith.constant 32 : i64
+// CHECK-NEXT:    %[[NT:.+]] = arith.constant 49 : i64
+// CHECK:         call @inferx_f32c_tile({{.*}}, %[[LAYOUT]], %{{.+}}, %[[MT]], %{{.+}}, %[[NT]])
+// CHECK-LABEL: func.func @pixel_rows(
+// CHECK:         flow.dispatch @inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0_r::@inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0_r(%{{.+}}, %{{.+}}) : (tensor<4608xf32>, tensor<1x8x9x9xf32>) -> tensor<1x64x7x7xf32>
+// CHECK:         flow.dispatch @inferx_f32c_1x8x9x9_k3x3_s1x1_d1x1_p0x0::
+// CHECK:         flow.dispatch @inferx_f32c_2x8x9x9_k3x3_s1x1_d1x1_p0x0::
+func.func @pixel_rows(%x: tensor<1x8x9x9xf32>, %w: tensor<64x8x3x3xf32> {inferx.parameter = "r.w"},
+                      %v: tensor<48x8x3x3xf32> {inferx.parameter = "r.v"}, %x2: tensor<2x8x9x9xf32>)
+    -> (tensor<1x64x7x7xf32>, tensor<1x48x7x7xf32>, tensor<2x64x7x7xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x64x7x7xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<1x64x7x7xf32>) -> tensor<1x64x7x7xf32>
+  %y = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x8x9x9xf32>, tensor<64x8x3x3xf32>) outs(%init : tensor<1x64x7x7xf32>) -> tensor<1x64x7x7xf32>
+  %e48 = tensor.empty() : tensor<1x48x7x7xf32>
+  %i48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<1x48x7x7xf32>) -> tensor<1x48x7x7xf32>
+  %y48 = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %v : tensor<1x8x9x9xf32>, tensor<48x8x3x3xf32>) outs(%i48 : tensor<1x48x7x7xf32>) -> tensor<1x48x7x7xf32>
+  %e2 = tensor.empty() : tensor<2x64x7x7xf32>
+  %i2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x64x7x7xf32>) -> tensor<2x64x7x7xf32>
+  %y2 = linalg.conv_2d_nchw_fchw {inferx.conv_strategy = "kernel", dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x2, %w : tensor<2x8x9x9xf32>, tensor<64x8x3x3xf32>) outs(%i2 : tensor<2x64x7x7xf32>) -> tensor<2x64x7x7xf32>
+  return %y, %y48, %y2 : tensor<1x64x7x7xf32>, tensor<1x48x7x7xf32>, tensor<2x64x7x7xf32>
+}
+
+// -----
+
 // Declined, each with its remark: a filter that is an input (not a stored weight), an f16
 // convolution; a convolution not marked "kernel" is not this pass's.
 // REMARK:      remark: inferx-f32-matmul: declined: the filter is not computed from stored weights alone
