@@ -509,12 +509,13 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
  * row block's K block of pixels gathered from the image into [kc][16]. No lane is left empty
  * where an image's pixels are few (a 7x7 output fills 77% of two 32-pixel panels; its 512
  * filters fill every lane). The sums of the tile (pixels [n0, n0 + nt), filters [m0, m0 + mt))
- * stay in a stack buffer [nt][mt] across K blocks; at the end each 16x16 block is transposed
- * in registers, goes through the epilogue as rows (filters) of 16 pixels and is stored to c
- * [M, N]. ResNet-50's 3x3 layers at batch 1 alone, 2 threads (tools/bench/conv_kernel_bench.c
- * PIXEL_ROWS=1): 512 filters at 7x7 1.13 -> 0.88 ms, 14 -> 7 stride 2 0.56 -> 0.43, 256 at
- * 14x14 0.98 -> 0.92. */
-#define PIXEL_ROWS_SUMS (8 * 1024) /* the tile's sums: nt mt floats at most (32 KiB of stack) */
+ * stay in a held buffer [nt][mt] across K blocks (else the stack's, in passes of fewer pixels,
+ * each reading the tile's weight again); at the end each 16x16 block is transposed in
+ * registers, goes through the epilogue as rows (filters) of 16 pixels and is stored to c [M, N].
+ * ResNet-50's 3x3 layers at batch 1 alone, caches cold, 2 threads (tools/bench/conv_kernel_bench.c
+ * COLD=1 PIXEL_ROWS=1, all pixels a tile): 512 filters at 7x7 1.48 -> 1.30 ms, 256 at 14x14
+ * 1.25-1.30 -> 1.03. */
+#define PIXEL_ROWS_SUMS (8 * 1024) /* the stack's buffer for the sums when no held buffer is free */
 static __attribute__((noinline)) void pixel_rows_tile(const float *w, const struct conv_input *in, float *c,
                                                      const float *const *x, int64_t row0, int64_t M, int64_t N,
                                                      int64_t K, int64_t kc, int64_t m0, int64_t mt, int64_t n0,
