@@ -311,16 +311,22 @@ struct conv_input {
  * half only, rows 16 floats apart (the pixel-rows entry's [kc][16] block). */
 static inline __attribute__((always_inline)) void gather_lanes(const struct conv_input *in, int64_t k0, int64_t kc,
                                                                int64_t p, __mmask16 lo, __mmask16 hi, int split,
-                                                               int64_t pixels, float *panel, const int halves) {
+                                                               float *panel, const int halves) {
   const int64_t taps = in->KH * in->KW, plane = in->H * in->W;
   /* lanes from `split` on are the next image's first pixels (the entry over joined images):
      their positions are offset by an image (int32: the pass keeps images * C H W below 2^31) */
-  int32_t row[32], col[32], image[32];
-  for (int l = 0; l < 32; ++l) {
-    const int64_t q = l < split ? p + l : p + l - pixels;
-    row[l] = (int32_t)((q / in->OW) * in->SH - in->PT);
-    col[l] = (int32_t)((q % in->OW) * in->SW - in->PL);
+  /* each lane's output row and column, counted on from p's (no division a lane: this runs once
+     a panel and K block, and 64 divisions cost as much as a shallow panel's copy) */
+  int32_t row[32] = {0}, col[32] = {0}, image[32] = {0};
+  uint8_t starts[32]; /* lane l begins an output row */
+  int64_t qr = p / in->OW, qc = p % in->OW;
+  for (int l = 0; l < 16 * halves; ++l) {
+    if (l == split) qr = 0, qc = 0; /* the next image's first pixel */
+    row[l] = (int32_t)(qr * in->SH - in->PT);
+    col[l] = (int32_t)(qc * in->SW - in->PL);
     image[l] = l < split ? 0 : (int32_t)in->image;
+    starts[l] = qc == 0;
+    if (++qc == in->OW) qc = 0, ++qr;
   }
   const __m512i row0 = _mm512_loadu_si512(row), row1 = _mm512_loadu_si512(row + 16);
   const __m512i col0 = _mm512_loadu_si512(col), col1 = _mm512_loadu_si512(col + 16);
@@ -336,8 +342,9 @@ static inline __attribute__((always_inline)) void gather_lanes(const struct conv
     /* 0 <= row + dh < H as one unsigned compare, the same for columns */
     inside[t][0] = lo & _mm512_cmplt_epu32_mask(_mm512_add_epi32(row0, h), height) &
                    _mm512_cmplt_epu32_mask(_mm512_add_epi32(col0, w), width);
-    inside[t][1] = hi & _mm512_cmplt_epu32_mask(_mm512_add_epi32(row1, h), height) &
-                   _mm512_cmplt_epu32_mask(_mm512_add_epi32(col1, w), width);
+    inside[t][1] = halves == 1 ? 0
+                               : hi & _mm512_cmplt_epu32_mask(_mm512_add_epi32(row1, h), height) &
+                                     _mm512_cmplt_epu32_mask(_mm512_add_epi32(col1, w), width);
     offset[t] = dh * in->W + dw;
   }
   int64_t c = k0 / taps, t = k0 % taps;
@@ -360,10 +367,9 @@ static inline __attribute__((always_inline)) void gather_lanes(const struct conv
   int nseg[2] = {0, 0};
   int32_t start[2][16];
   __mmask16 seg[2][16];
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < halves; ++h)
     for (int l = 0; l < 16; ++l) {
-      const int64_t q = 16 * h + l < split ? p + 16 * h + l : p + 16 * h + l - pixels;
-      const int first = l == 0 || q % in->OW == 0;
+      const int first = l == 0 || starts[16 * h + l];
       if (first) start[h][nseg[h]++] = row[16 * h + l] * (int32_t)in->W + col[16 * h + l] + image[16 * h + l] - l;
       seg[h][nseg[h] - 1] = (__mmask16)((first ? 0 : seg[h][nseg[h] - 1]) | 1u << l);
     }
@@ -372,7 +378,7 @@ static inline __attribute__((always_inline)) void gather_lanes(const struct conv
     __mmask16 lanes;
   } loads[CONV_TAPS_MAX][2][CONV_SEGMENTS_MAX];
   for (int64_t u = 0; u < taps; ++u)
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < halves; ++h)
       for (int s = 0; s < nseg[h]; ++s)
         loads[u][h][s] = (struct segment_load){(int32_t)offset[u] + start[h][s], seg[h][s] & inside[u][h]};
   for (int64_t k = 0; k < kc; ++k) {
@@ -388,8 +394,8 @@ static inline __attribute__((always_inline)) void gather_lanes(const struct conv
 }
 
 static void gather_panel(const struct conv_input *in, int64_t k0, int64_t kc, int64_t p, __mmask16 lo, __mmask16 hi,
-                         int split, int64_t pixels, float *panel) {
-  gather_lanes(in, k0, kc, p, lo, hi, split, pixels, panel, 2);
+                         int split, float *panel) {
+  gather_lanes(in, k0, kc, p, lo, hi, split, panel, 2);
 }
 
 /* The weight on the left: C[M, N] = A x B[K, N] with A a weight [M, K] packed (by
@@ -476,7 +482,7 @@ static inline __attribute__((always_inline)) void left_tile(const float *a, cons
         if (conv) {
           struct conv_input image = *conv;
           image.x += l.image * conv->image;
-          gather_panel(&image, k0, kc, l.p, l.lo | l.lo2, l.hi | l.hi2, (int)l.split, N, to);
+          gather_panel(&image, k0, kc, l.p, l.lo | l.lo2, l.hi | l.hi2, (int)l.split, to);
         } else if (l.lo2 | l.hi2) {
           pack_panel_split(b + l.image * b_image + k0 * N + l.p, b + (l.image + 1) * b_image + k0 * N + l.p - N, N, kc,
                            l.lo, l.hi, l.lo2, l.hi2, to);
@@ -536,7 +542,7 @@ static __attribute__((noinline)) void pixel_rows_tile(const float *w, const stru
       const float *block = w + k0 * M; /* [M / 32][kc][32] */
       for (int64_t j = 0, p = p0; j < blocks; ++j) { /* rows spread evenly over the blocks */
         const int rows = (int)((p1 - p0) / blocks + (j < (p1 - p0) % blocks));
-        gather_lanes(in, k0, kc, p, first_lanes(rows), 0, 32, N, packed, 1);
+        gather_lanes(in, k0, kc, p, first_lanes(rows), 0, 32, packed, 1);
         for (int64_t f = m0; f < m1; f += 32)
           micro_rows(rows, packed, 1, PACKED_ROWS, block + f * kc, kc, sums + (p - p0) * ldc + (f - m0), ldc, k0 > 0,
                      0xFFFF, 0xFFFF, 0, 0, 0, 0, 0);

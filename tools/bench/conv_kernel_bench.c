@@ -9,7 +9,7 @@
  * a multiple of 14; columns), else the rule's defaults for the left-weight entry; IMAGES=n runs n
  * images a call (the reference checks the first and the last); JOINED=1 tiles their columns side by side;
  * PIXEL_ROWS=1 runs the pixel-rows layout (MT filters, NT pixels a tile; F a multiple of 32); RESIDUAL=1 adds a residual input in the
- * epilogue; COLD=1 evicts the caches (a 300 MB sweep)
+ * epilogue; KC=n another K block; COLD=1 evicts the caches (a 300 MB sweep)
  * before every repetition, as in a model whose other layers ran between. The default tile is the
  * left-weight entry's rule, not the convolution entry's (passes/cpu_extern.py `_f32c_tile`): give
  * MT/NT as a build's report shows them. -DHELD_SLOTS=0 builds the kernel with its stack's panel
@@ -49,6 +49,7 @@ int main(int argc, char **argv) {
   int64_t kc = K <= 256 ? K : 0;
   for (int64_t d = 256; d >= 64 && !kc; --d)
     if (K % d == 0) kc = d;
+  if (getenv("KC")) kc = atoi(getenv("KC")); /* a K block other than the rule's (K a multiple of it) */
   if (!kc) {
     fprintf(stderr, "K=%ld has no K block from 64 to 256\n", (long)K);
     return 2;
