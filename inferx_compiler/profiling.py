@@ -90,8 +90,25 @@ def _benchmark_command(artifact: str, function: str, dims: dict, threads: int, m
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# glibc's malloc keeps a freed block for the next call instead of unmapping it: no mmap for
+# large blocks, no trimming of the heap. iree-benchmark-module allocates a call's intermediates
+# afresh every call (ResNet-50 b8's: one 78 MB block), and glibc maps a block that large anew
+# each time, so the first dispatch writing each page took its page faults: the stem's 11 ms
+# were profiled as 19.5 and the first 56x56 layers' twice theirs. `load(...).run()` allocates
+# that storage once (runtime/output_entry.py), so the profile is taken the same way. Other C
+# libraries ignore the variable.
+KEEP_FREED_MEMORY = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
+
+
+def _benchmark_env() -> dict:
+    env = dict(os.environ)
+    env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), KEEP_FREED_MEMORY]))
+    return env
+
+
 def _run(cmd: list[str], what: str) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    env = _benchmark_env() if os.path.basename(cmd[0]).startswith("iree-benchmark-module") else None
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise InferXError(f"{what} failed ({os.path.basename(cmd[0])}): {done.stderr[-1500:]}")
     return done.stdout
