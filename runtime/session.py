@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dtype
 
 from .buffers import StagingBuffers, concat_padded, write_rows
+from .call_thread import CallThread, call_nice
 from .output_entry import OutputEntry
 from .devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
                       hal_device, parse_device)
@@ -50,6 +52,10 @@ class InferenceSession:
         self._gathered_plans: dict[int, CallPlan | None] = {}  # id(staging entry) -> plan, for run_gathered
         self._staging = StagingBuffers(self._device)
         self._lock = threading.Lock()  # one invocation at a time; run()'s staging buffers are shared
+        # calls on the worker pool from a thread of lower priority (call_thread.py: the waiting thread spins)
+        pool = self.device_spec.kind == "cpu" and not self.device_spec.sync
+        self._call = CallThread(call_nice() if pool else 0)
+        weakref.finalize(self, self._call.stop)
 
     def _function_invoker(self, rt, name: str, required: bool = False):
         fn = self._module.lookup_function(name) if name else None
@@ -166,7 +172,7 @@ class InferenceSession:
         shapes = [a.shape for a in arrays]
         if any(a.dtype == np.bool_ for a in arrays):  # i1 tensors: let the invoker convert them
             with self._lock:
-                return self._collect(self._invokers_for(shapes)[0](*arrays))
+                return self._collect(self._call(self._invokers_for(shapes)[0], *arrays))
         entry = self._staging.entry([(a.shape, a.dtype) for a in arrays], slot=0,
                                     outputs=self._output_signature(shapes))
         with self._lock:  # run()'s buffers (slot 0) are shared by every caller
@@ -202,7 +208,7 @@ class InferenceSession:
         their tensors on the device."""
         invoker = self._invokers_for([tuple(a.shape) for a in arrays])[0]
         with self._lock:
-            return invoker(*arrays)
+            return self._call(invoker, *arrays)
 
     def run_gathered(self, parts: list[list[np.ndarray]], rows: int, bucket: int,
                      slot: int = 0) -> dict[str, np.ndarray]:
@@ -246,14 +252,14 @@ class InferenceSession:
         invoker, into_invoker = self._invokers_for(shapes)
         if entry.output_views is not None and into_invoker is not None:
             try:
-                results = self._collect(into_invoker(*entry.buffer_views, *entry.output_views))
+                results = self._collect(self._call(into_invoker, *entry.buffer_views, *entry.output_views))
                 return {name: np.array(arr, copy=True) for name, arr in results.items()}
             except ValueError:
                 # The results did not fit the buffers shaped from the manifest (a model whose
                 # declared output shape is not what it computes): let the module allocate them
                 # for this shape from now on. If that fails too, its error is the one raised.
                 entry.output_views = None
-        return self._collect(invoker(*entry.buffer_views))
+        return self._collect(self._call(invoker, *entry.buffer_views))
 
     def _dim_values(self, input_shapes: list[tuple]) -> dict:
         """Named dynamic dim -> its size in these input shapes."""
@@ -335,7 +341,7 @@ class CallPlan:
     def invoke(self) -> dict[str, np.ndarray]:
         """Run on what the entry's input buffers hold (the caller holds the session's lock);
         copies of the outputs."""
-        self._context.invoke(self._function, self._args, self._vm_list(len(self._outputs)))
+        self._session._call(self._context.invoke, self._function, self._args, self._vm_list(len(self._outputs)))
         return {name: view.copy() for name, view in self._outputs}
 
 

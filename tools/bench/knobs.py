@@ -68,6 +68,9 @@ def main(argv=None) -> int:
     p.add_argument("--target", default="cpu")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--gap-ms", type=float, default=20.0,
+                   help="pause after each variant's calls in a round (as tools/bench/run.py): the one before's "
+                        "spinning workers (onnxruntime's spin after a call) go idle first")
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--device", default="cpu")
@@ -129,6 +132,8 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 calls[k](feeds)
                 samples[k].append((time.perf_counter() - t0) * 1e3)
+            if args.gap_ms:
+                time.sleep(args.gap_ms / 1e3)
     ort_med = float(np.median(samples["ort"]))
     print(f"\n{stem} batch {args.batch}, {args.threads} threads, load {os.getloadavg()[0]:.1f}")
     print("| variant | median ms | min-max | ÷ ort | dispatches | rel L2 | compile s |")
