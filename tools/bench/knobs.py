@@ -18,6 +18,7 @@ decisions are chosen: a knob goes in only where it moves this figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -58,6 +59,22 @@ def prebuilt(name: str, path: str) -> dict:
     return info
 
 
+@contextlib.contextmanager
+def _session_env(settings: list[str], name: str):
+    """The environment with variant `name`'s --session-env settings, restored after."""
+    mine = [rest.partition("=") for variant, _, rest in (s.partition("=") for s in settings) if variant == name]
+    saved = {var: os.environ.get(var) for var, _, _ in mine}
+    os.environ.update({var: value for var, _, value in mine})
+    try:
+        yield
+    finally:
+        for var, value in saved.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", help="a tools/bench/models.py name or an .onnx path")
@@ -68,6 +85,9 @@ def main(argv=None) -> int:
     p.add_argument("--target", default="cpu")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--session-env", action="append", default=[], metavar="NAME=VAR=VALUE",
+                   help="set VAR=VALUE in the environment while variant NAME's session loads (a runtime "
+                        "setting such as INFERX_CALL_NICE: the same artifact under two names, two settings)")
     p.add_argument("--gap-ms", type=float, default=20.0,
                    help="pause after each variant's calls in a round (as tools/bench/run.py): the one before's "
                         "spinning workers (onnxruntime's spin after a call) go idle first")
@@ -111,7 +131,8 @@ def main(argv=None) -> int:
             continue
         import inferx_compiler
 
-        sess = inferx_compiler.load(info["path"], device=args.device)
+        with _session_env(args.session_env, name):
+            sess = inferx_compiler.load(info["path"], device=args.device)
         fn = (lambda s: lambda f: list(s.run(f).values()))(sess)
         err = max(rel_l2(g, r) for g, r in zip(fn(feeds), ref))
         info["rel_l2"] = err
