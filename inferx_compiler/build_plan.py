@@ -94,6 +94,8 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
     passes = []
     if target.executable and options.runs("inferx-unbroadcast-matmul"):
         passes.append("inferx-unbroadcast-matmul")
+    if uses_conv_strategy(target, options) and target.backend == "llvm-cpu" and options.runs("inferx-conv-image-loop"):
+        passes.append(f"inferx-conv-image-loop{{target={target.name}}}")
     if uses_conv_strategy(target, options):
         allowed = "" if options.conv_algorithms == "auto" else f" algorithms={options.conv_algorithms}"
         if not options.runs("inferx-f32-matmul"):

@@ -19,7 +19,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
 # inferx-dequant-matvec names the CUDA weight-only kernel of inferx-quantize-contractions
 # (disabled: IREE's dequantize-and-matmul).
-OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-strategy", "inferx-fuse-attention",
+OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy", "inferx-fuse-attention",
                    "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-f32-matmul", "inferx-softmax-kernel", "inferx-pool-kernel", "inferx-cpu-math", "inferx-hopper-epilogue", "inferx-hopper-group",
                    "inferx-dequant-matvec", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 

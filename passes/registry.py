@@ -20,6 +20,7 @@ _PASSES = {
     "inferx-add-output-entry": "output_entry:AddOutputEntry",
     "inferx-dispatch-report": "dispatch_report:DispatchReport",
     "inferx-conv-strategy": "conv_strategy:ConvStrategy",
+    "inferx-conv-image-loop": "conv_image_loop:ConvImageLoop",
     "inferx-dispatch-config": "dispatch_config:DispatchConfig",
     "inferx-fuse-attention": "fuse_attention:FuseAttention",
     "inferx-unbroadcast-matmul": "unbroadcast_matmul:UnbroadcastMatmul",

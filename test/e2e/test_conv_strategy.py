@@ -79,11 +79,19 @@ def test_decisions_per_convolution(zoo):
     assert _decisions(zoo["none"][1]) == {}
 
 
-def test_dynamic_function_keeps_direct_convolutions(zoo):
+def test_dynamic_function_loops_its_convolutions_over_the_images(zoo):
+    """In the dynamic-batch function every NCHW convolution becomes a loop of static one-image
+    convolutions (inferx-conv-image-loop), which the strategy then decides as in a static
+    function; the others (grouped, depthwise) stay IREE's direct convolutions."""
     with zipfile.ZipFile(zoo["auto"][1]) as z:
         report = json.loads(z.read("report.json"))
     dynamic = [d for d in report["decisions"] if d["function"] == "main"]
-    assert dynamic and all(d["decision"].startswith("declined") for d in dynamic)
+    looped = [d for d in dynamic if d["pass"] == "inferx-conv-image-loop"]
+    assert looped and all(d["decision"].startswith("looped over the batch's images") for d in looped)
+    strategy = [d for d in dynamic if d["pass"] == "inferx-conv-strategy"]
+    chosen = [d for d in strategy if not d["decision"].startswith("declined")]
+    assert len(chosen) >= len(looped) - 1  # (the dilated one stays IREE's)
+    assert all("dynamic batch" not in d["decision"] for d in strategy)
 
 
 def test_conv_builds_keep_data_tiling(tmp_path, capfd):
