@@ -346,6 +346,11 @@ def bench_model(name, batches, systems, args, runners, tol):
             log(f"{name}: {s} {'cached ' if c['cached'] else ''}{c['compile_s']:.1f} s, "
                 f"peak RSS {c['peak_rss_mib']:.0f} MiB, {c['artifact_bytes'] / 1e6:.1f} MB"
                 + ("" if c["ok"] else " FAILED"))
+    if compiled and hasattr(os, "sync"):
+        # the artifacts just written are still being written back to disk: the first timings
+        # after a 537 MB build fell on 4 ms steps (the MLP b1 median 24.0 ms right after
+        # --recompile, 20.0 from the cached artifact), so the writeback ends first
+        os.sync()
     model = onnx.load(onnx_path, load_external_data=False)
     input_names = [vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
     del model
