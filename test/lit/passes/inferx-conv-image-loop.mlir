@@ -1,18 +1,19 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512 chunk=1})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512})' | filecheck %s --check-prefix=CHUNK
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=h200})' | filecheck %s --check-prefix=GPU
 
 // A padded 3x3 convolution over a dynamic batch with the bias broadcast into its init (as
 // torch-mlir imports an ONNX Conv): a loop over the images, each image sliced, padded on its
 // own, convolved into a zero fill of one image, the bias slice added, the sum inserted.
-// REMARK: remark: inferx-conv-image-loop: looped over the batch's images: a static 1-image convolution each
+// REMARK: remark: inferx-conv-image-loop: looped over the batch's images: static 4-image convolutions while whole chunks remain, then 1-image ones
 // CHECK-LABEL: func.func @padded_with_bias(
 // CHECK-SAME:    %[[X:.*]]: tensor<?x16x24x24xf32>
 // CHECK:         %[[N:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x16x24x24xf32>
 // CHECK:         tensor.pad
 // CHECK:         %[[N2:.*]] = tensor.dim %[[X]], %{{.*}} : tensor<?x16x24x24xf32>
 // CHECK-NEXT:    %[[EMPTY:.*]] = tensor.empty(%[[N2]]) : tensor<?x32x24x24xf32>
-// CHECK-NEXT:    %[[LOOP:.*]] = scf.for %[[I:.*]] = %{{.*}} to %[[N2]] step %{{.*}} iter_args(%[[ACC:.*]] = %[[EMPTY]])
+// CHECK:         %[[LOOP:.*]] = scf.for %[[I:.*]] = %{{.*}} to %[[N2]] step %{{.*}} iter_args(%[[ACC:.*]] = %[[EMPTY]])
 // CHECK:           %[[IMAGE:.*]] = tensor.extract_slice %[[X]][%[[I]], 0, 0, 0] [1, 16, 24, 24] [1, 1, 1, 1]
 // CHECK:           %[[PADDED:.*]] = tensor.pad %[[IMAGE]] low[0, 0, 1, 1] high[0, 0, 1, 1]
 // CHECK:           } : tensor<1x16x24x24xf32> to tensor<1x16x26x26xf32>
@@ -24,6 +25,22 @@
 // CHECK:           %[[PLACED:.*]] = tensor.insert_slice %[[SUM]] into %[[ACC]][%[[I]], 0, 0, 0] [1, 32, 24, 24] [1, 1, 1, 1]
 // CHECK:           scf.yield %[[PLACED]]
 // CHECK:         return %[[LOOP]]
+// With chunks of 4 (the default): a loop over whole chunks (static 4-image convolutions), then
+// one over the remaining images, its lower bound where the first stopped.
+// CHUNK-LABEL: func.func @padded_with_bias(
+// CHUNK:         tensor.pad
+// CHUNK:         %[[N:.*]] = tensor.dim
+// CHUNK-NEXT:    %[[EMPTY:.*]] = tensor.empty(%[[N]]) : tensor<?x32x24x24xf32>
+// CHUNK-NEXT:    %[[FOUR:.*]] = arith.constant 4 : index
+// CHUNK-NEXT:    %[[CHUNKS:.*]] = arith.divui %[[N]], %[[FOUR]]
+// CHUNK-NEXT:    %[[WHOLE:.*]] = arith.muli %[[CHUNKS]], %[[FOUR]]
+// CHUNK:         %[[FIRST:.*]] = scf.for %{{.*}} = %{{.*}} to %[[WHOLE]] step %{{.*}} iter_args(%{{.*}} = %[[EMPTY]])
+// CHUNK:           } : tensor<4x16x24x24xf32> to tensor<4x16x26x26xf32>
+// CHUNK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<4x32x24x24xf32>
+// CHUNK:           tensor.insert_slice {{.*}} [4, 32, 24, 24] [1, 1, 1, 1]
+// CHUNK:         %[[REST:.*]] = scf.for %{{.*}} = %[[WHOLE]] to %[[N]] step %{{.*}} iter_args(%{{.*}} = %[[FIRST]])
+// CHUNK:           linalg.conv_2d_nchw_fchw {{.*}} -> tensor<1x32x24x24xf32>
+// CHUNK:         return %[[REST]]
 // GPU-LABEL: func.func @padded_with_bias(
 // GPU-NOT:       scf.for
 #bcast = affine_map<(d0, d1, d2, d3) -> (d1)>
