@@ -202,6 +202,32 @@ def bottleneck_head(seed=8, channels=16, size=8):
     return c.model("bottleneck_head", h, size, 4 * channels, size // 2, in_channels=channels)
 
 
+def deep_bottleneck(seed=9, channels=320, size=12):
+    """A stem (3x3 over 3 channels), a bottleneck whose 1x1 layers read more than one of the f32
+    kernel's K blocks (`channels` = 320: blocks of 160) with their biases, a padded 3x3, a residual
+    add and a strided 1x1 projection: x [batch, 3, size, size] -> proj [batch, 96, size/2, size/2]."""
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], {}
+
+    def conv(name, x, c, f, k, stride=1, pad=0, relu=True):
+        inits[f"{name}_w"] = (rng.standard_normal((f, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32)
+        inits[f"{name}_b"] = rng.standard_normal(f).astype(np.float32) * 0.1
+        nodes.append(helper.make_node("Conv", [x, f"{name}_w", f"{name}_b"], [f"{name}_c" if relu else name],
+                                      name=name, kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4))
+        if relu:
+            nodes.append(helper.make_node("Relu", [f"{name}_c"], [name], name=f"{name}_relu"))
+
+    conv("stem", "x", 3, channels, 3, pad=1)
+    conv("reduce", "stem", channels, 64, 1)
+    conv("mid", "reduce", 64, 64, 3, pad=1)
+    conv("expand", "mid", 64, channels, 1, relu=False)
+    nodes.append(helper.make_node("Add", ["expand", "stem"], ["sum"], name="residual"))
+    conv("proj", "sum", channels, 96, 1, stride=2, relu=False)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, size, size])
+    y = helper.make_tensor_value_info("proj", TensorProto.FLOAT, ["batch", 96, size // 2, size // 2])
+    return _model(nodes, "deep_bottleneck", [x], [y], inits)
+
+
 def small_conv_zoo(seed=4, size=20):
     """Four of the zoo's kinds (the 7x7 stride-2 stem, 3x3 stride 2, a dilated 3x3, 1x1 stride
     2): for tests that build a model many times (--tune)."""
