@@ -4,9 +4,9 @@ IREE 3.13's local-task driver has the thread that waits for a call spin until th
 (a `pause` loop in its runtime library: `top -H` shows the calling Python thread at 100% of a
 core for the whole call, py-spy finds it inside `VmContext.invoke`). With a worker per core that
 spinning thread takes a core's share from a worker, and the scheduler hands the cores round in
-ticks: on the 2-core Xeon the int4 MLP at batch 1 took 2.4-3.1 ms a call (median), 5.4-8.0 ms at
-the 90th percentile in 4 ms steps, and 1.97 / 2.17 ms with the waiting thread at nice 5
-(ResNet-50 b1: 37.9 / 42.3 -> 37.4 / 38.4). So a session on the worker pool makes its calls from
+ticks: on the 2-core Xeon the int4 MLP at batch 1 took 2.67 ms a call (median) and 5.55 at the
+90th percentile, in 4 ms steps, against 2.16 / 2.73 with calls made from a thread at nice +5
+(one process, the same artifact; docs/performance-notes.md). So a session on the worker pool makes its calls from
 a thread of its own whose nice value is raised (the caller blocks meanwhile, in the kernel), and
 the workers win the cores whenever they have work. A nice value can only be raised without
 privileges, which is why the caller's own thread is not lowered and raised again around calls.
@@ -24,7 +24,8 @@ DEFAULT_NICE = 5
 
 
 def call_nice() -> int:
-    """The nice value of the calling thread (INFERX_CALL_NICE, default DEFAULT_NICE; 0: none)."""
+    """How much the call thread's nice value is raised (INFERX_CALL_NICE, default DEFAULT_NICE, at
+    most 19; 0: no call thread, calls from the caller's own)."""
     text = os.environ.get("INFERX_CALL_NICE", "").strip()
     try:
         return max(0, min(19, int(text))) if text else DEFAULT_NICE
@@ -43,18 +44,20 @@ def lower_own_priority(nice: int) -> bool:
 
 class CallThread:
     """Runs `fn(*args)` on one thread of lowered priority and hands back its result or raises its
-    exception in the caller; started on first use, stopped by `stop()` (or with the process)."""
+    exception in the caller; started on first use (again in a forked child, where the parent's
+    thread does not exist), stopped by `stop()` (or with the process)."""
 
     def __init__(self, nice: int):
         self.nice = nice
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._pid = 0  # the process the thread was started in
         self._start_lock = threading.Lock()
 
     def __call__(self, fn, *args):
         if self.nice <= 0 or threading.current_thread() is self._thread:
             return fn(*args)
-        if self._thread is None:
+        if self._thread is None or self._pid != os.getpid():
             self._start()
         done, outcome = threading.Event(), []
         self._jobs.put((fn, args, outcome, done))
@@ -66,7 +69,8 @@ class CallThread:
 
     def _start(self) -> None:
         with self._start_lock:
-            if self._thread is None:
+            if self._thread is None or self._pid != os.getpid():
+                self._jobs, self._pid = queue.SimpleQueue(), os.getpid()
                 ready = threading.Event()
                 self._thread = threading.Thread(target=self._serve, args=(ready,), name="inferx-call",
                                                 daemon=True)

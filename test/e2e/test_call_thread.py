@@ -6,6 +6,7 @@ nice value, that errors still reach the caller, and that sync sessions keep the 
 from __future__ import annotations
 
 import os
+import select
 import threading
 
 import numpy as np
@@ -102,3 +103,23 @@ def test_the_nice_value_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("INFERX_CALL_NICE", "fast")
     assert call_nice() == 5
     assert os.getpriority(os.PRIO_PROCESS, 0) >= 0
+
+
+def test_a_forked_child_starts_a_thread_of_its_own():
+    """A server that loads its sessions and then forks its workers: the parent's call thread does
+    not exist in the child, which must not wait for it (a hang before the pid check)."""
+    call = CallThread(3)
+    assert call(lambda: 1) == 1  # the parent's thread started
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one call, its answer through the pipe, exit without cleanup
+        try:
+            os.write(write, str(call(lambda: 40 + 2)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 30)
+    assert ready, "the forked child's call did not return"
+    assert os.read(read, 16) == b"42"
+    os.waitpid(pid, 0)
+    call.stop()
