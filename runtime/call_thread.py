@@ -6,8 +6,8 @@ core for the whole call, py-spy finds it inside `VmContext.invoke`). With a work
 spinning thread takes a core's share from a worker, and the scheduler hands the cores round in
 ticks: on the 2-core Xeon the int4 MLP at batch 1 took 2.67 ms a call (median) and 5.55 at the
 90th percentile, in 4 ms steps, against 2.16 / 2.73 with calls made from a thread at nice +5
-(one process, the same artifact; docs/performance-notes.md). So a session on the worker pool makes its calls from
-a thread of its own whose nice value is raised (the caller blocks meanwhile, in the kernel), and
+(one process, the same artifact; docs/performance-notes.md). So a session on the worker pool
+makes its calls from a thread of its own whose nice value is raised (the caller blocks meanwhile, in the kernel), and
 the workers win the cores whenever they have work. A nice value can only be raised without
 privileges, which is why the caller's own thread is not lowered and raised again around calls.
 
