@@ -537,6 +537,14 @@ def _signature(spec) -> tuple[dict, dict]:
     return signature, constants_
 
 
+def _options(spec) -> dict:
+    """Triton's compile options for `spec`: warps, stages, and a register cap where it sets one."""
+    options = {"num_warps": spec.warps, "num_stages": spec.stages}
+    if getattr(spec, "max_registers", 0):
+        options["maxnreg"] = spec.max_registers
+    return options
+
+
 def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKernel:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -551,7 +559,7 @@ def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKerne
     saved, knobs.disable_line_info = knobs.disable_line_info, True
     try:
         compiled = triton.compile(source, target=GPUTarget("cuda", spec.arch, 32),
-                                  options={"num_warps": spec.warps, "num_stages": spec.stages})
+                                  options=_options(spec))
     finally:
         knobs.disable_line_info = saved
     ptx = compiled.asm["ptx"]

@@ -1,0 +1,276 @@
+"""A chain of one-row int4 layers in one persistent kernel for CUDA GPUs (Triton, compiled ahead
+of time): an MLP at batch 1 read in one launch instead of one launch a layer.
+
+Each layer of an int4 MLP at batch 1 is a pass over its packed weight (the one-row form of
+triton_dequant.py). Run as one launch a layer, the launch boundaries cost more than the reading:
+on an H200, eight read-only launches over the 8x4096^2 MLP's 69 MB take 33 us, the same bytes in
+one launch 19.5 (tools/bench/gpu_read_floor.py, docs/bench/2026-12-04-h200-int4-row/), and the
+floor is 16.5. So this kernel takes the whole chain:
+
+    h0 = x                                      (f16, or f32 cast in the kernel)
+    h[i+1] = epilogue_i(h[i] . dequantize(w_i, s_i))     for each layer i
+
+on PROGRAMS programs that are all resident at once (a few a SM). Every program takes one tile of
+BN_i weight rows of each layer (BN_i the smallest power of two that gives every program at most
+one tile), so that it can issue the loads of its next tile's weights and scales before it waits
+for the previous layer (the weights do not depend on it): the wait overlaps the reading. Between
+layers the programs meet at a grid-wide barrier, a counter in global memory: after storing its
+part of h[i+1] a program adds one (release, after a CTA barrier so that every thread's stores
+are ordered before it) and, before reading h[i+1], waits until the counter reaches (i+1) x
+PROGRAMS (volatile loads, then one acquire). The counter must be zero at the start of a call
+(the caller fills it); h[1..L-1] live in a scratch buffer of f16.
+
+The products are triton_dequant's dot-free one-row form (f16 products, sums of eight, f32 group
+sums times each group's scale); each layer's epilogue (bias, activation, the f16 cast for the
+next layer) is triton_matmul's generated code. Deadlock-free only when every program is resident
+at once: the caller picks PROGRAMS at most the SM count times the programs a SM can hold (a small
+multiple of the SM count: the kernel uses little shared memory and few registers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from typing import Optional
+
+from .triton_dequant import _WIDEN_INT4, INT4_TO_F16, DequantSpec
+from .triton_matmul import epilogue_code
+
+ENTRY = "inferx_dequant_chain"
+X_TYPES = {"f16": "fp16", "f32": "fp32"}
+# a program's tile of one layer stays in registers while it waits: at most this many packed bytes
+MAX_TILE_BYTES = 64 << 10
+SUB_ROWS = 4  # rows whose products are formed at once (the one-row form's best tile: its f16 products fit)
+# the counter read with acquire semantics (its later loads see what the arriving programs stored)
+ACQUIRE_LOAD = "ld.acquire.gpu.global.b32 $0, [$1];"
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainLayer:
+    """One layer: an N x K int4 weight in groups of `group` along K, and its epilogue (a
+    triton_matmul.Epilogue: the ops after the product; all but the last layer's end in f16)."""
+
+    n: int
+    k: int
+    group: int
+    epilogue: object
+
+    def spec(self, block_n: int, fast: bool) -> DequantSpec:
+        """The one-row DequantSpec of this layer (its checks, and the names the epilogue code reads)."""
+        return DequantSpec(1, self.n, self.k, "int4", self.group, False, 1, 1, block_n, self.k, dot=False,
+                           epilogue=self.epilogue, fast=fast)
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChainSpec:
+    layers: tuple  # ChainLayer, ...: layer i + 1 reads layer i's result (its K is layer i's N)
+    programs: int  # resident programs (the grid); every one takes part in every barrier
+    x_type: str = "f16"  # the first layer's input: f16, or f32 (cast in the kernel)
+    warps: int = 4
+    arch: int = 90
+    fast: bool = True  # the PTX int4 widening (False: Triton's casts, for the interpreter)
+    prefetch: bool = True  # a layer's weights loaded before the wait for its input
+    # registers a thread may use (PTX .maxnreg): low enough that programs / SMs programs fit a SM
+    # at once, which the barrier needs (0: the compiler's choice)
+    max_registers: int = 0
+
+    def __post_init__(self):
+        if len(self.layers) < 2:
+            raise ValueError("a chain takes at least two layers")
+        if self.x_type not in X_TYPES:
+            raise ValueError(f"input type {self.x_type}: the chain takes {', '.join(X_TYPES)}")
+        if self.programs < 1:
+            raise ValueError("a chain needs at least one program")
+        for i, layer in enumerate(self.layers):
+            groups = layer.k // layer.group if layer.group and layer.k % layer.group == 0 else 0
+            if not groups or groups & (groups - 1):
+                raise ValueError(f"layer {i}: K={layer.k} is not a power-of-two number of int4 groups of "
+                                 f"{layer.group}")
+            if layer.epilogue is None:
+                raise ValueError(f"layer {i}: a chain layer finishes its epilogue in the kernel")
+            if i and layer.k != self.layers[i - 1].n:
+                raise ValueError(f"layer {i} reduces over K={layer.k}, layer {i - 1} gives N={self.layers[i - 1].n}")
+            if i < len(self.layers) - 1 and layer.epilogue.element_type != "f16":
+                raise ValueError(f"layer {i}: its result ({layer.epilogue.element_type}) is not the f16 the "
+                                 f"next layer reads")
+            if self.block_n(i) * layer.k // 2 > MAX_TILE_BYTES:
+                raise ValueError(f"layer {i}: {self.block_n(i)} rows of {layer.k} int4 values a program exceed "
+                                 f"{MAX_TILE_BYTES} bytes (more programs, or a layer of its own)")
+            layer.spec(self.block_n(i), self.fast)  # the one-row form's own checks
+
+    def block_n(self, i: int) -> int:
+        """Weight rows a program takes of layer i: the smallest power of two with one tile a program."""
+        rows = -(-self.layers[i].n // self.programs)
+        return 1 << (rows - 1).bit_length()
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.programs, 1, 1)
+
+    @property
+    def input_bindings(self) -> int:
+        """x, then each layer's weight, scales and epilogue inputs (the counter comes after them)."""
+        return 1 + sum(2 + len(layer.epilogue.inputs) for layer in self.layers)
+
+    @property
+    def scratch_elements(self) -> int:
+        """f16 elements of the buffer that holds the results of every layer but the last."""
+        return sum(layer.n for layer in self.layers[:-1])
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(layer.weight_bytes for layer in self.layers)
+
+    def key(self) -> str:
+        from .triton_matmul import TRITON_VERSION
+
+        text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
+                + INT4_TO_F16 + ACQUIRE_LOAD)
+        return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
+
+
+def registers_for(programs_per_sm: int, warps: int, sm_registers: int = 65536) -> int:
+    """The most registers a thread may use for `programs_per_sm` programs of `warps` warps to be
+    resident on one SM at once (the register file: 64 K 32-bit registers a SM from sm_80 to
+    sm_90), in the allocation's steps of 8, at most 255."""
+    return min(255, sm_registers // (programs_per_sm * warps * 32) // 8 * 8)
+
+
+def pointers(spec: ChainSpec) -> list[str]:
+    """The kernel's pointer parameters in IREE's binding order: x, each layer's weight, scales and
+    epilogue inputs, the barrier counter (read and written: tied), the result, the scratch."""
+    names = ["x_ptr"]
+    for i, layer in enumerate(spec.layers):
+        names += [f"l{i}_w_ptr", f"l{i}_s_ptr"] + [f"l{i}_x{j}_ptr" for j in range(len(layer.epilogue.inputs))]
+    return names + ["bar_ptr", "out_ptr", "act_ptr"]
+
+
+def signature(spec: ChainSpec) -> tuple[dict, dict]:
+    from .triton_matmul import POINTER_TYPES
+
+    types = {"x_ptr": f"*{X_TYPES[spec.x_type]}"}
+    for i, layer in enumerate(spec.layers):
+        types[f"l{i}_w_ptr"], types[f"l{i}_s_ptr"] = "*i8", "*fp16"
+        for j, operand in enumerate(layer.epilogue.inputs):
+            types[f"l{i}_x{j}_ptr"] = f"*{POINTER_TYPES[operand.element_type]}"
+    types["bar_ptr"] = "*i32"
+    types["out_ptr"] = f"*{POINTER_TYPES[spec.layers[-1].epilogue.element_type]}"
+    types["act_ptr"] = "*fp16"
+    return types, {}
+
+
+def kernel_source(spec: ChainSpec) -> str:
+    """The @triton.jit function's source: the layers one after another, unrolled (each has its own
+    sizes and epilogue), with the grid barrier between them."""
+    lines = [f"def {ENTRY}({', '.join(pointers(spec))}):",
+             "    pid = tl.program_id(0)",
+             "    rm = tl.arange(0, 1)",
+             "    M = 1",
+             "    row_ok = rm < M"]
+    offset = 0
+    for i, layer in enumerate(spec.layers):
+        lines += _layer_lines(spec, i, offset)
+        offset += layer.n
+    return _WIDEN_INT4 + "\n".join(lines) + "\n"
+
+
+def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
+    """Layer i's code: its weight tile's loads (SUB_ROWS rows a part), the wait for its input
+    (after the loads when prefetching), x loaded once, then a part at a time the products, the
+    group sums and the epilogue; the arrival at the barrier after the last part's store."""
+    layer, bn = spec.layers[i], spec.block_n(i)
+    sub = min(bn, SUB_ROWS)
+    groups, last = layer.k // layer.group, i == len(spec.layers) - 1
+    source = "x_ptr" if i == 0 else f"act_ptr + {offset - layer.k}"
+    loads = [f"rg = tl.arange(0, {groups})",
+             f"rb = (rg * {layer.group // 2})[None, :, None] + tl.arange(0, {layer.group // 2})[None, None, :]"]
+    for p in range(bn // sub):
+        loads += [
+            f"rn{p} = pid * {bn} + {p * sub} + tl.arange(0, {sub})",
+            f"col_ok{p} = rn{p} < {layer.n}",
+            f"packed{p} = tl.load(l{i}_w_ptr + rn{p}[:, None, None] * {layer.k // 2} + rb, "
+            f"mask=col_ok{p}[:, None, None], other=0)",
+            f"scale{p} = tl.load(l{i}_s_ptr + rn{p}[:, None] * {groups} + rg[None, :], mask=col_ok{p}[:, None], "
+            "other=0.0)"]
+    body = [f"# layer {i}: {layer.n} x {layer.k}, int4 groups of {layer.group}, {bn} rows a program",
+            f"N = {layer.n}"]
+    wait = _wait(spec, i) if i else []
+    body += loads + wait if spec.prefetch else wait + loads
+    body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
+             "cache_modifier='.cg').to(tl.float16)[None]",
+             f"l{i}_out_ptr = " + ("out_ptr" if last else f"act_ptr + {offset}")]
+    epilogue = [line.strip() for line in epilogue_code(layer.spec(sub, spec.fast), f"l{i}_").splitlines()]
+    for p in range(bn // sub):
+        body += [f"rn = rn{p}", f"col_ok = col_ok{p}",
+                 f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]",
+                 "inside = row_ok[:, None] & col_ok[None, :]"] + epilogue
+    if not last:
+        body += ["tl.debug_barrier()", "tl.atomic_add(bar_ptr, 1, sem='release', scope='gpu')"]
+    return [f"    {line}" for line in body]
+
+
+def _wait(spec: ChainSpec, i: int) -> list[str]:
+    """Spin until every program has arrived after layer i - 1: acquire loads of the counter (PTX;
+    Triton has no acquire load, and folds an atomic add of zero away), or, for the interpreter,
+    volatile loads (it runs the programs one after another: there is nothing to order)."""
+    target = i * spec.programs
+    if spec.fast:
+        return [f"while tl.inline_asm_elementwise(ACQUIRE_LOAD, '=r,l', [bar_ptr], dtype=tl.int32, is_pure=False, "
+                f"pack=1) < {target}:", "    pass"]
+    return [f"while tl.load(bar_ptr, volatile=True) < {target}:", "    pass"]
+
+
+@functools.lru_cache(maxsize=32)
+def kernel_function(spec: ChainSpec):
+    """The @triton.jit function for `spec` (the interpreter in tests, JIT sweeps, the ahead-of-time compile)."""
+    import triton.language as tl
+
+    from .triton_matmul import jit_from_source
+
+    return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
+                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16),
+                            "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD)})
+
+
+def compile_kernel(spec: ChainSpec, cache_dir: Optional[str] = None):
+    """PTX for `spec` (triton_matmul.CompiledKernel), cached like the other kernels."""
+    from . import triton_matmul
+
+    sig, consts = signature(spec)
+    return triton_matmul.compile_cached(_Compiled(spec), lambda: kernel_function(spec), sig, consts, cache_dir)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Compiled:
+    """What triton_matmul.compile_cached reads of a spec: its key, grid, warps, stages, arch."""
+
+    chain: ChainSpec
+
+    def key(self) -> str:
+        return self.chain.key()
+
+    @property
+    def grid(self):
+        return self.chain.grid
+
+    @property
+    def warps(self):
+        return self.chain.warps
+
+    @property
+    def stages(self):
+        return 1
+
+    @property
+    def max_registers(self):
+        return self.chain.max_registers
+
+    @property
+    def arch(self):
+        return self.chain.arch
