@@ -62,6 +62,9 @@ ONE_ROW_PROGRAMS_PER_SM = 4
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
 ONE_ROW_BLOCK_N = 8
 ONE_ROW_MAX_STEP = 2048
+# the export's record of its DequantSpec: {kernel = ENTRY, spec = JSON}
+SPEC_ATTR = "inferx.kernel_spec"
+ENTRY = "inferx_dequant_matvec"
 
 
 def triton_arch(arch: str) -> Optional[int]:
@@ -160,6 +163,8 @@ def _declared(module, name: str) -> bool:
 
 
 def _external(compiled, plan=None) -> ExternalKernel:
+    from inferx_compiler.kernels import triton_dequant
+
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
@@ -173,9 +178,11 @@ def _external(compiled, plan=None) -> ExternalKernel:
               "config": f"{spec.block_m}x{spec.block_n} rows, step {spec.step}, {spec.warps} warps, "
                         f"{spec.stages} stages, split {spec.split}" + _form(spec) + (", epilogue" if spec.epilogue else ""),
               "candidates": 0}
+    # the spec itself, for passes that read the dispatch later (inferx-dequant-chain)
+    recorded = {"kernel": ENTRY, "spec": triton_dequant.spec_to_json(spec)}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
-                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),
+                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config), (SPEC_ATTR, recorded)),
                           scratch_bytes=compiled.scratch_bytes)
 
 

@@ -45,6 +45,16 @@ MAX_TILE_BYTES = 64 << 10
 SUB_ROWS = 4  # rows whose products are formed at once (the one-row form's best tile: its f16 products fit)
 # the counter read with acquire semantics (its later loads see what the arriving programs stored)
 ACQUIRE_LOAD = "ld.acquire.gpu.global.b32 $0, [$1];"
+# the same by thread 0 alone; the program's other threads read `target` ($2) and stop at once
+POLL_ONE = """{
+.reg .pred p;
+.reg .u32 t;
+mov.u32 t, %tid.x;
+setp.eq.u32 p, t, 0;
+mov.b32 $0, $2;
+@p ld.acquire.gpu.global.b32 $0, [$1];
+}"""
+BARRIERS = ("one", "all", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,12 +89,15 @@ class ChainSpec:
     # registers a thread may use (PTX .maxnreg): low enough that programs / SMs programs fit a SM
     # at once, which the barrier needs (0: the compiler's choice)
     max_registers: int = 0
+    barrier: str = "one"  # who spins at the grid barrier (see _wait): one thread, all, or none (diagnostic)
 
     def __post_init__(self):
         if len(self.layers) < 2:
             raise ValueError("a chain takes at least two layers")
         if self.x_type not in X_TYPES:
             raise ValueError(f"input type {self.x_type}: the chain takes {', '.join(X_TYPES)}")
+        if self.barrier not in BARRIERS:
+            raise ValueError(f"barrier {self.barrier}: one of {', '.join(BARRIERS)}")
         if self.programs < 1:
             raise ValueError("a chain needs at least one program")
         for i, layer in enumerate(self.layers):
@@ -131,7 +144,7 @@ class ChainSpec:
         from .triton_matmul import TRITON_VERSION
 
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
-                + INT4_TO_F16 + ACQUIRE_LOAD)
+                + INT4_TO_F16 + ACQUIRE_LOAD + POLL_ONE)
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
@@ -216,14 +229,24 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
 
 
 def _wait(spec: ChainSpec, i: int) -> list[str]:
-    """Spin until every program has arrived after layer i - 1: acquire loads of the counter (PTX;
-    Triton has no acquire load, and folds an atomic add of zero away), or, for the interpreter,
-    volatile loads (it runs the programs one after another: there is nothing to order)."""
+    """Wait until every program has arrived after layer i - 1. "one": thread 0 of the program
+    spins on acquire loads of the counter (PTX: Triton has no acquire load, and folds an atomic
+    add of zero away) while the others wait at a CTA barrier, which orders their later loads
+    after its acquire; "all": every thread spins; the interpreter (fast=False) spins on volatile
+    loads (it runs the programs one after another: there is nothing to order); "none" does not
+    wait (a timing diagnostic: the layers race)."""
     target = i * spec.programs
-    if spec.fast:
+    if spec.barrier == "none":
+        return []
+    if not spec.fast:
+        return [f"while tl.load(bar_ptr, volatile=True) < {target}:", "    pass"]
+    if spec.barrier == "all":
         return [f"while tl.inline_asm_elementwise(ACQUIRE_LOAD, '=r,l', [bar_ptr], dtype=tl.int32, is_pure=False, "
                 f"pack=1) < {target}:", "    pass"]
-    return [f"while tl.load(bar_ptr, volatile=True) < {target}:", "    pass"]
+    return [f"target = tl.full([], {target}, tl.int32)",
+            "while tl.inline_asm_elementwise(POLL_ONE, '=r,l,r', [bar_ptr, target], dtype=tl.int32, is_pure=False, "
+            "pack=1) < target:", "    pass",
+            "tl.debug_barrier()"]
 
 
 @functools.lru_cache(maxsize=32)
@@ -235,7 +258,7 @@ def kernel_function(spec: ChainSpec):
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16),
-                            "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD)})
+                            "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE)})
 
 
 def compile_kernel(spec: ChainSpec, cache_dir: Optional[str] = None):

@@ -285,6 +285,17 @@ class DequantSpec(TileGrid):
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
+def spec_to_json(spec: DequantSpec) -> str:
+    return json.dumps(dataclasses.asdict(spec), sort_keys=True)
+
+
+def spec_from_json(text: str) -> DequantSpec:
+    from .triton_matmul import epilogue_from_fields
+
+    fields = json.loads(text)
+    return DequantSpec(**dict(fields, epilogue=epilogue_from_fields(fields["epilogue"])))
+
+
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,

@@ -463,15 +463,20 @@ def spec_from_json(text: str):
 
 
 def _kernel_spec(fields: dict) -> KernelSpec:
-    epilogue = fields.pop("epilogue")
-    if epilogue is not None:
-        def offsets(o):
-            return Offsets(tuple(map(tuple, o["rows"])), tuple(map(tuple, o["cols"])))
+    return KernelSpec(**dict(fields, epilogue=epilogue_from_fields(fields["epilogue"])))
 
-        epilogue = Epilogue(tuple(EpilogueInput(i["element_type"], offsets(i["offsets"])) for i in epilogue["inputs"]),
-                            tuple((name, op, tuple(args)) for name, op, args in epilogue["body"]),
-                            epilogue["result"], epilogue["element_type"], offsets(epilogue["offsets"]))
-    return KernelSpec(**fields, epilogue=epilogue)
+
+def epilogue_from_fields(fields: Optional[dict]) -> Optional[Epilogue]:
+    """The Epilogue that dataclasses.asdict gave `fields` for (after a JSON round trip), or None."""
+    if fields is None:
+        return None
+
+    def offsets(o):
+        return Offsets(tuple(map(tuple, o["rows"])), tuple(map(tuple, o["cols"])))
+
+    return Epilogue(tuple(EpilogueInput(i["element_type"], offsets(i["offsets"])) for i in fields["inputs"]),
+                    tuple((name, op, tuple(args)) for name, op, args in fields["body"]),
+                    fields["result"], fields["element_type"], offsets(fields["offsets"]))
 
 
 def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> CompiledKernel:

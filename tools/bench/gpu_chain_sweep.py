@@ -50,10 +50,12 @@ def make_layers(torch, n: int, k: int, group: int, count: int, gen):
     dequantized weight on the host, a layer."""
     layers = []
     for _ in range(count):
-        q = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
+        q = torch.randint(-7, 8, (n, k), generator=gen, dtype=torch.int8)  # zero mean: -7..7
         nib = (q & 0x0F).to(torch.uint8)
         packed = (nib[:, 0::2] | (nib[:, 1::2] << 4)).view(torch.int8)
-        scale = (torch.rand((n, k // group), generator=gen) * 0.02 + 0.01).half()
+        # scales that keep each layer's gain near one (int4 values' spread ~4.3, K terms): a chain whose
+        # activations neither die out nor blow up, so that its error measures the arithmetic
+        scale = ((torch.rand((n, k // group), generator=gen) * 0.5 + 0.75) * (1.5 / (4.3 * math.sqrt(k)))).half()
         bias = torch.randn((n,), generator=gen) * 0.1
         deq = q.double() * scale.double().repeat_interleave(group, dim=1)
         layers.append((packed.cuda(), scale.cuda(), bias.cuda(), deq, bias.double()))
@@ -70,11 +72,11 @@ def reference(torch, x, layers):
     return h
 
 
-def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch):
+def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one"):
     specs = tuple(triton_chain.ChainLayer(n, k, group, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
                   for i in range(len(layers)))
     return triton_chain.ChainSpec(specs, per_sm * sms, "f16", warps=warps, prefetch=prefetch,
-                                  max_registers=triton_chain.registers_for(per_sm, warps))
+                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier)
 
 
 def chain_runner(torch, spec, layers, x):
@@ -140,6 +142,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM (comma list)")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--prefetch", default="1,0")
+    parser.add_argument("--barrier", default="one", help="comma list of one, all, none (none: a timing diagnostic)")
     args = parser.parse_args(argv)
     import torch
     import triton
@@ -173,12 +176,13 @@ def main(argv=None) -> int:
     print(f"torch fp16 linear+GELU a layer: {torch_us:.1f} us", flush=True)
 
     best = None
-    for per_sm, warps, prefetch in itertools.product(map(int, args.per_sm.split(",")), map(int, args.warps.split(",")),
-                                                     map(int, args.prefetch.split(","))):
+    for per_sm, warps, prefetch, barrier in itertools.product(
+            map(int, args.per_sm.split(",")), map(int, args.warps.split(",")), map(int, args.prefetch.split(",")),
+            args.barrier.split(",")):
         try:
-            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch))
+            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier)
         except ValueError as e:
-            print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}: {e}", flush=True)
+            print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: {e}", flush=True)
             continue
         try:
             body, out = chain_runner(torch, spec, layers, x)
@@ -189,15 +193,15 @@ def main(argv=None) -> int:
             us = 1e3 * median_ms(torch, replay, args.replays)
         except Exception as e:  # a configuration Triton cannot build
             results["rows"].append({"system": "chain", "per_sm": per_sm, "warps": warps, "prefetch": prefetch,
-                                    "error": str(e)[:300]})
-            print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}: failed: {str(e)[:300]}", flush=True)
+                                    "barrier": barrier, "error": str(e)[:300]})
+            print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: failed: {str(e)[:300]}", flush=True)
             continue
         row = {"system": "chain", "per_sm": per_sm, "programs": spec.programs, "warps": warps, "prefetch": prefetch,
-               "block_n": spec.block_n(0), "us": us, "err": err}
+               "barrier": barrier, "block_n": spec.block_n(0), "us": us, "err": err}
         results["rows"].append(row)
         print(f"  chain {per_sm} a SM ({spec.programs} programs, {spec.block_n(0)} rows each), {warps} warps, "
-              f"prefetch {prefetch}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
-        if err < 2e-3 and (best is None or us < best[0]["us"]):
+              f"prefetch {prefetch}, barrier {barrier}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
+        if err < 2e-3 and barrier != "none" and (best is None or us < best[0]["us"]):
             best = (row, replay)
     if best:
         row, replay = best
@@ -208,7 +212,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "chain_sweep.json"), "w") as f:
         json.dump(results, f, indent=1)
-    wrong = [r for r in results["rows"] if r.get("err", 0) >= 2e-3]
+    wrong = [r for r in results["rows"] if r.get("err", 0) >= 2e-3 and r.get("barrier") != "none"]
     print(f"{len(results['rows'])} rows, {len(wrong)} wrong")
     return 1 if wrong else 0
 
