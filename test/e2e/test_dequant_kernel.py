@@ -314,9 +314,28 @@ def test_h200_int4_build_runs_the_kernel_and_disable_pass_restores_iree(tmp_path
 
 
 def test_h200_int4_batch_one_takes_the_resident_row_form(tmp_path):
-    """One row: both layers on the dot-free form with x resident (256 / 64 = 4 groups, a power of
-    two), each finishing its epilogue; compiled ahead of time like the others."""
-    _, report = _build(tmp_path, [], batch=1)
+    """One row, inferx-dequant-chain left out: both layers on the dot-free form with x resident
+    (256 / 64 = 4 groups, a power of two), each finishing its epilogue; compiled ahead of time
+    like the others."""
+    _, report = _build(tmp_path, ["--disable-pass", "inferx-dequant-chain"], batch=1)
     ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
     assert sorted(d["loops"] for d in ours) == [[1, 256, 256]] * 2
     assert all("x resident on" in d["config"] and d["config"].endswith("epilogue") for d in ours), ours
+    static = [d for d in report["dispatches"] if d["dispatch"].startswith("main$b1_dispatch")]
+    assert len(static) == 1, static  # the first layer's input cast
+
+
+def test_h200_int4_batch_one_runs_the_layers_in_one_launch(tmp_path):
+    """One row, by default: inferx-dequant-chain puts both layers and the input's f16 cast in one
+    persistent kernel, so the static batch-1 function is that one dispatch (three before: the
+    cast and a kernel a layer); the dynamic function keeps IREE's form."""
+    _, report = _build(tmp_path, [], batch=1)
+    chain = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_chain")]
+    assert [(d["loops"], d["element_type"]) for d in chain] == [([1, 512, 256], "int4")], chain
+    assert "f16 cast" in chain[0]["fused"] and "grid barrier" in chain[0]["config"], chain
+    assert not [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
+    static = [d for d in report["dispatches"] if d["dispatch"].startswith("main$b1_dispatch")]
+    assert static == [], static  # every dispatch of the static function is the chain's (an external one)
+    remarks = [r["decision"] for r in report["decisions"] if r.get("pass") == "inferx-dequant-chain"]
+    assert remarks == ["2 int4 layers in one launch (Triton, 528 programs, a grid barrier between layers, the "
+                       "input's f16 cast in it)"], remarks
