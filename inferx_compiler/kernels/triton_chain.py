@@ -54,7 +54,18 @@ setp.eq.u32 p, t, 0;
 mov.b32 $0, $2;
 @p ld.acquire.gpu.global.b32 $0, [$1];
 }"""
-BARRIERS = ("one", "all", "none")
+# thread 0 polls with relaxed loads and makes the acquire one fence after the last (the PTX memory
+# model's acquire pattern: a fence.acq_rel after a relaxed read that observed the release)
+POLL_ONE_RELAXED = POLL_ONE.replace("ld.acquire.gpu", "ld.relaxed.gpu")
+FENCE_ONE = """{
+.reg .pred p;
+.reg .u32 t;
+mov.u32 t, %tid.x;
+setp.eq.u32 p, t, 0;
+@p fence.acq_rel.gpu;
+mov.b32 $0, 0;
+}"""
+BARRIERS = ("one", "fence", "all", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,7 +155,7 @@ class ChainSpec:
         from .triton_matmul import TRITON_VERSION
 
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
-                + INT4_TO_F16 + ACQUIRE_LOAD + POLL_ONE)
+                + INT4_TO_F16 + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
@@ -232,7 +243,8 @@ def _wait(spec: ChainSpec, i: int) -> list[str]:
     """Wait until every program has arrived after layer i - 1. "one": thread 0 of the program
     spins on acquire loads of the counter (PTX: Triton has no acquire load, and folds an atomic
     add of zero away) while the others wait at a CTA barrier, which orders their later loads
-    after its acquire; "all": every thread spins; the interpreter (fast=False) spins on volatile
+    after its acquire; "fence": thread 0 spins on relaxed loads, then one acquire fence; "all":
+    every thread spins on acquire loads; the interpreter (fast=False) spins on volatile
     loads (it runs the programs one after another: there is nothing to order); "none" does not
     wait (a timing diagnostic: the layers race)."""
     target = i * spec.programs
@@ -243,10 +255,13 @@ def _wait(spec: ChainSpec, i: int) -> list[str]:
     if spec.barrier == "all":
         return [f"while tl.inline_asm_elementwise(ACQUIRE_LOAD, '=r,l', [bar_ptr], dtype=tl.int32, is_pure=False, "
                 f"pack=1) < {target}:", "    pass"]
-    return [f"target = tl.full([], {target}, tl.int32)",
-            "while tl.inline_asm_elementwise(POLL_ONE, '=r,l,r', [bar_ptr, target], dtype=tl.int32, is_pure=False, "
-            "pack=1) < target:", "    pass",
-            "tl.debug_barrier()"]
+    poll = "POLL_ONE" if spec.barrier == "one" else "POLL_ONE_RELAXED"
+    lines = [f"target = tl.full([], {target}, tl.int32)",
+             f"while tl.inline_asm_elementwise({poll}, '=r,l,r', [bar_ptr, target], dtype=tl.int32, is_pure=False, "
+             "pack=1) < target:", "    pass"]
+    if spec.barrier == "fence":
+        lines.append("tl.inline_asm_elementwise(FENCE_ONE, '=r,l', [bar_ptr], dtype=tl.int32, is_pure=False, pack=1)")
+    return lines + ["tl.debug_barrier()"]
 
 
 @functools.lru_cache(maxsize=32)
@@ -258,7 +273,8 @@ def kernel_function(spec: ChainSpec):
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16),
-                            "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE)})
+                            "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE),
+                            "POLL_ONE_RELAXED": tl.constexpr(POLL_ONE_RELAXED), "FENCE_ONE": tl.constexpr(FENCE_ONE)})
 
 
 def compile_kernel(spec: ChainSpec, cache_dir: Optional[str] = None):
