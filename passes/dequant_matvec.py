@@ -28,6 +28,8 @@ one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row
 that is 15/16 padding, with x loaded once a program where the whole row fits (the MLP's eight
 layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call). Measured on an H200
 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
+Each kernel's export records its DequantSpec (`inferx.kernel_spec`), which inferx-dequant-chain
+reads to put a chain of one-row layers into one persistent launch (passes/dequant_chain.py).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
