@@ -100,6 +100,7 @@ class ChainSpec:
     # registers a thread may use (PTX .maxnreg): low enough that programs / SMs programs fit a SM
     # at once, which the barrier needs (0: the compiler's choice)
     max_registers: int = 0
+    pairs: bool = False  # x split into even/odd elements (triton_dequant._pair_sums)
     barrier: str = "one"  # who spins at the grid barrier (see _wait): one thread, all, or none (diagnostic)
 
     def __post_init__(self):
@@ -226,13 +227,22 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
             f"N = {layer.n}"]
     wait = _wait(spec, i) if i else []
     body += loads + wait if spec.prefetch else wait + loads
-    body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
-             "cache_modifier='.cg').to(tl.float16)[None]",
-             f"l{i}_out_ptr = " + ("out_ptr" if last else f"act_ptr + {offset}")]
+    if spec.pairs:
+        body += [f"rh = 2 * tl.arange(0, {layer.group // 2})[None, :]",
+                 f"x_even = tl.load({source} + rg[:, None] * {layer.group} + rh, cache_modifier='.cg')"
+                 ".to(tl.float16)[None]",
+                 f"x_odd = tl.load({source} + rg[:, None] * {layer.group} + rh + 1, cache_modifier='.cg')"
+                 ".to(tl.float16)[None]"]
+    else:
+        body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
+                 "cache_modifier='.cg').to(tl.float16)[None]"]
+    body.append(f"l{i}_out_ptr = " + ("out_ptr" if last else f"act_ptr + {offset}"))
     epilogue = [line.strip() for line in epilogue_code(layer.spec(sub, spec.fast), f"l{i}_").splitlines()]
     for p in range(bn // sub):
         body += [f"rn = rn{p}", f"col_ok = col_ok{p}",
-                 f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]",
+                 (f"acc = tl.sum(_pair_sums(packed{p}, x_even, x_odd, scale{p}, {spec.fast}), axis=1)[None, :]"
+                  if spec.pairs else
+                  f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]"),
                  "inside = row_ok[:, None] & col_ok[None, :]"] + epilogue
     if not last:
         body += ["tl.debug_barrier()", "tl.atomic_add(bar_ptr, 1, sem='release', scope='gpu')"]

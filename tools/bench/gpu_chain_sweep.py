@@ -72,11 +72,12 @@ def reference(torch, x, layers):
     return h
 
 
-def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one"):
+def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one", pairs=False):
     specs = tuple(triton_chain.ChainLayer(n, k, group, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
                   for i in range(len(layers)))
     return triton_chain.ChainSpec(specs, per_sm * sms, "f16", warps=warps, prefetch=prefetch,
-                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier)
+                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier,
+                                  pairs=pairs)
 
 
 def chain_runner(torch, spec, layers, x):
@@ -93,13 +94,17 @@ def chain_runner(torch, spec, layers, x):
     return body, out
 
 
-def layers_runner(torch, layers, n, k, group, sms, x):
-    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec)."""
+def layers_runner(torch, layers, n, k, group, sms, x, pairs=False):
+    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec); `pairs`:
+    the resident form with x as even and odd elements."""
+    import dataclasses
+
     sys.path.insert(0, ROOT)
     from passes.dequant_matvec import matvec_spec
 
     specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
              for i in range(len(layers))]
+    specs = [dataclasses.replace(spec, pairs=pairs) for spec in specs]
     outs = [torch.empty((1, n), dtype=torch.float16 if i < len(layers) - 1 else torch.float32, device="cuda")
             for i in range(len(layers))]
 
@@ -142,6 +147,7 @@ def main(argv=None) -> int:
     parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM (comma list)")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--prefetch", default="1,0")
+    parser.add_argument("--pairs", default="0,1", help="comma list: x as even/odd elements (1) or not (0)")
     parser.add_argument("--barrier", default="one", help="comma list of one, all, none (none: a timing diagnostic)")
     args = parser.parse_args(argv)
     import torch
@@ -163,24 +169,26 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, {sms} SMs, Triton {triton.__version__}: copy {rate / 1e12:.2f} TB/s, "
           f"{weight_bytes / 1e6:.1f} MB of weights and scales: floor {floor_us:.1f} us", flush=True)
 
-    body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x)
-    body()
-    torch.cuda.synchronize()
-    replay = graphed(torch, body)
-    layers_row = {"system": "layers", "config": str(spec.grid), "err": rel_err(torch, out, ref),
-                  "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
-    results["rows"].append(layers_row)
-    print(f"layers (one launch each, as builds did): {layers_row['us']:.1f} us, err {layers_row['err']:.1e}", flush=True)
+    for pairs in map(int, args.pairs.split(",")):
+        body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, bool(pairs))
+        body()
+        torch.cuda.synchronize()
+        replay = graphed(torch, body)
+        layers_row = {"system": "layers", "pairs": pairs, "config": str(spec.grid), "err": rel_err(torch, out, ref),
+                      "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
+        results["rows"].append(layers_row)
+        print(f"layers (one launch each, as builds did), pairs {pairs}: {layers_row['us']:.1f} us, kernels "
+              f"{layers_row['kernel_us']}, err {layers_row['err']:.1e}", flush=True)
     torch_us = 1e3 * median_ms(torch, graphed(torch, torch_runner(torch, n, k, args.layers, x)), args.replays)
     results["rows"].append({"system": "torch-fp16", "us": torch_us})
     print(f"torch fp16 linear+GELU a layer: {torch_us:.1f} us", flush=True)
 
     best = None
-    for per_sm, warps, prefetch, barrier in itertools.product(
+    for per_sm, warps, prefetch, barrier, pairs in itertools.product(
             map(int, args.per_sm.split(",")), map(int, args.warps.split(",")), map(int, args.prefetch.split(",")),
-            args.barrier.split(",")):
+            args.barrier.split(","), map(int, args.pairs.split(","))):
         try:
-            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier)
+            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier, bool(pairs))
         except ValueError as e:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: {e}", flush=True)
             continue
@@ -197,10 +205,10 @@ def main(argv=None) -> int:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: failed: {str(e)[:300]}", flush=True)
             continue
         row = {"system": "chain", "per_sm": per_sm, "programs": spec.programs, "warps": warps, "prefetch": prefetch,
-               "barrier": barrier, "block_n": spec.block_n(0), "us": us, "err": err}
+               "barrier": barrier, "pairs": pairs, "block_n": spec.block_n(0), "us": us, "err": err}
         results["rows"].append(row)
         print(f"  chain {per_sm} a SM ({spec.programs} programs, {spec.block_n(0)} rows each), {warps} warps, "
-              f"prefetch {prefetch}, barrier {barrier}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
+              f"prefetch {prefetch}, barrier {barrier}, pairs {pairs}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
         if err < 2e-3 and barrier != "none" and (best is None or us < best[0]["us"]):
             best = (row, replay)
     if best:
@@ -208,7 +216,7 @@ def main(argv=None) -> int:
         row["kernel_us"] = kernel_times(torch, replay)
         kernel = sum(v for name, v in row["kernel_us"].items() if "chain" in name)
         print(f"best chain: {row['us']:.1f} us a replay, {kernel:.1f} us in the kernel ({kernel / floor_us:.2f}x the "
-              f"floor); layers {layers_row['us']:.1f} us a replay, kernels {layers_row['kernel_us']}", flush=True)
+              f"floor)", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "chain_sweep.json"), "w") as f:
         json.dump(results, f, indent=1)
