@@ -108,8 +108,6 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
         # (without a resolved plan, e.g. --dump-pipeline: the pass a plan of this mode may need)
         matvec = "" if options.runs("inferx-dequant-matvec") else " matvec-kernel=false"
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}{matvec}}}")
-        if target.backend == "cuda" and not matvec and options.runs("inferx-dequant-chain"):
-            passes.append(f"inferx-dequant-chain{{target={target.name}}}")
     if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
         epilogue = "" if options.runs("inferx-hopper-epilogue") else " epilogue=false"
         group = "" if options.runs("inferx-hopper-group") else " group=false"

@@ -21,7 +21,7 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # (disabled: IREE's dequantize-and-matmul).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy", "inferx-fuse-attention",
                    "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-f32-matmul", "inferx-softmax-kernel", "inferx-pool-kernel", "inferx-cpu-math", "inferx-hopper-epilogue", "inferx-hopper-group",
-                   "inferx-dequant-matvec", "inferx-dequant-chain", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
+                   "inferx-dequant-matvec", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 
 
 @dataclass(frozen=True)

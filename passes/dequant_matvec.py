@@ -28,8 +28,6 @@ one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row
 that is 15/16 padding, with x loaded once a program where the whole row fits (the MLP's eight
 layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call). Measured on an H200
 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
-Each kernel's export records its DequantSpec (`inferx.kernel_spec`), which inferx-dequant-chain
-reads to put a chain of one-row layers into one persistent launch (passes/dequant_chain.py).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
@@ -64,9 +62,6 @@ ONE_ROW_PROGRAMS_PER_SM = 4
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
 ONE_ROW_BLOCK_N = 8
 ONE_ROW_MAX_STEP = 2048
-# the export's record of its DequantSpec: {kernel = ENTRY, spec = JSON}
-SPEC_ATTR = "inferx.kernel_spec"
-ENTRY = "inferx_dequant_matvec"
 
 
 def triton_arch(arch: str) -> Optional[int]:
@@ -165,8 +160,6 @@ def _declared(module, name: str) -> bool:
 
 
 def _external(compiled, plan=None) -> ExternalKernel:
-    from inferx_compiler.kernels import triton_dequant
-
     from .dispatch_config import CONFIG_ATTR
     from .dispatch_report import REPORT_ATTR
 
@@ -180,11 +173,9 @@ def _external(compiled, plan=None) -> ExternalKernel:
               "config": f"{spec.block_m}x{spec.block_n} rows, step {spec.step}, {spec.warps} warps, "
                         f"{spec.stages} stages, split {spec.split}" + _form(spec) + (", epilogue" if spec.epilogue else ""),
               "candidates": 0}
-    # the spec itself, for passes that read the dispatch later (inferx-dequant-chain)
-    recorded = {"kernel": ENTRY, "spec": triton_dequant.spec_to_json(spec)}
     return ExternalKernel(name, compiled.name, compiled.ptx, spec.grid, compiled.threads, compiled.shared_bytes,
                           read_only=spec.input_bindings, written=compiled.parameters - spec.input_bindings,
-                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config), (SPEC_ATTR, recorded)),
+                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),
                           scratch_bytes=compiled.scratch_bytes)
 
 

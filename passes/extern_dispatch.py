@@ -76,25 +76,17 @@ def declare(module, kernel: ExternalKernel) -> None:
             hal.ExecutableSourceEndOp()
 
 
-def dispatch(kernel: ExternalKernel, arguments: list, result_types: list, tied: tuple = ()) -> list:
-    """flow.dispatch to `kernel` at the current insertion point; returns its results. `tied`:
-    (result, operand) pairs, a result written in place of an operand: that operand must be among
-    the last of `arguments`, and the result among the first of `result_types`, so that the
-    binding it shares (read and written) comes right after the read-only ones, as the layout has it."""
+def dispatch(kernel: ExternalKernel, arguments: list, result_types: list) -> list:
+    """flow.dispatch to `kernel` at the current insertion point; returns its results."""
     from iree.compiler import ir
     from iree.compiler.dialects import flow
 
-    if (len(arguments) - len(tied), len(result_types)) != (kernel.read_only, kernel.written):
-        raise ValueError(f"{kernel.name}: {len(arguments)} operands ({len(tied)} tied) and {len(result_types)} "
-                         f"results for a layout of {kernel.read_only} read and {kernel.written} written bindings")
+    if (len(arguments), len(result_types)) != (kernel.read_only, kernel.written):
+        raise ValueError(f"{kernel.name}: {len(arguments)} operands and {len(result_types)} results for a "
+                         f"layout of {kernel.read_only} read and {kernel.written} written bindings")
     _load_dialects(ir.Context.current)
     entry = ir.SymbolRefAttr.get([kernel.name, kernel.entry])
-    ties = None
-    if tied:
-        index = ir.IndexType.get()
-        operand_of = dict(tied)
-        ties = ir.ArrayAttr.get([ir.IntegerAttr.get(index, operand_of.get(r, -1)) for r in range(len(result_types))])
-    op = flow.DispatchOp(result_types, [], ir.ArrayAttr.get([entry]), arguments, [], [], tied_operands=ties)
+    op = flow.DispatchOp(result_types, [], ir.ArrayAttr.get([entry]), arguments, [], [])
     return list(op.results)
 
 

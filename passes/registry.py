@@ -32,7 +32,6 @@ _PASSES = {
     "inferx-pool-kernel": "pool_kernel:PoolKernel",
     "inferx-cpu-math": "cpu_math:CpuMath",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
-    "inferx-dequant-chain": "dequant_chain:DequantChain",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
     "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",
 }

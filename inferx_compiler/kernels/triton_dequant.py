@@ -78,7 +78,7 @@ sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "PAIRS")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
@@ -104,20 +104,6 @@ def _group_sums(packed, x, scale, FAST: tl.constexpr):
     half: tl.constexpr = packed.shape[2]
     prod = tl.reshape(tl.join(lo, hi), (rows, groups, 2 * half)) * x
     part = tl.sum(tl.reshape(prod, (rows, groups, half // 4, 8)), axis=3).to(tl.float32)
-    return tl.sum(part, axis=2) * scale.to(tl.float32)
-
-
-@triton.jit
-def _pair_sums(packed, x_even, x_odd, scale, FAST: tl.constexpr):
-    """The same sums with x split into its even and odd elements ([1, groups, group / 2] each):
-    the low nibbles (elements 2j) times x_even plus the high ones times x_odd, so the widened
-    weights are never interleaved back into element order; sums of eight values in f16."""
-    lo, hi = _widen_int4(packed, FAST)
-    rows: tl.constexpr = packed.shape[0]
-    groups: tl.constexpr = packed.shape[1]
-    half: tl.constexpr = packed.shape[2]
-    prod = lo * x_even + hi * x_odd
-    part = tl.sum(tl.reshape(prod, (rows, groups, half // 4, 4)), axis=3).to(tl.float32)
     return tl.sum(part, axis=2) * scale.to(tl.float32)
 
 
@@ -211,22 +197,14 @@ _RESIDENT_BODY = '''\
     rm = tl.arange(0, 1)
     row_ok = rm < M
     rg = tl.arange(0, K // GROUP)
-    if PAIRS:  # x's even and odd elements apart (see _pair_sums)
-        rh = 2 * tl.arange(0, GROUP // 2)[None, :]
-        x_even = tl.load(x_ptr + rg[:, None] * GROUP + rh)[None]
-        x_odd = tl.load(x_ptr + rg[:, None] * GROUP + rh + 1)[None]
-    else:
-        xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
+    xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
         rn = tile * BN + tl.arange(0, BN)
         col_ok = rn < N
         packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
         scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
-        if PAIRS:
-            acc = tl.sum(_pair_sums(packed, x_even, x_odd, scale, FAST), axis=1)[None, :]
-        else:
-            acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
+        acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
         inside = row_ok[:, None] & col_ok[None, :]
         if HAS_INIT:
             acc += tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
@@ -256,7 +234,6 @@ class DequantSpec(TileGrid):
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
     dot: bool = True  # False (int4, one row): no tensor cores, f16 products and sums of eight, f32 group sums
     programs: int = 0  # > 0: the resident-x form (int4, one row, whole rows a tile) on this many programs
-    pairs: bool = False  # resident form: x split into even/odd elements, the weights never interleaved
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
@@ -279,8 +256,6 @@ class DequantSpec(TileGrid):
         if self.programs and (self.dot or self.m != 1 or self.split != 1 or groups & (groups - 1)):
             raise ValueError("the resident-x form takes the dot-free form, one row, one slice and K / group a "
                              "power of two")
-        if self.pairs and not self.programs:
-            raise ValueError("pairs is a choice of the resident-x form")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -310,21 +285,10 @@ class DequantSpec(TileGrid):
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
-def spec_to_json(spec: DequantSpec) -> str:
-    return json.dumps(dataclasses.asdict(spec), sort_keys=True)
-
-
-def spec_from_json(text: str) -> DequantSpec:
-    from .triton_matmul import epilogue_from_fields
-
-    fields = json.loads(text)
-    return DequantSpec(**dict(fields, epilogue=epilogue_from_fields(fields["epilogue"])))
-
-
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
-                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, PAIRS=spec.pairs)
+                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs)
 
 
 def pointers(spec: DequantSpec) -> list[str]:

@@ -463,20 +463,15 @@ def spec_from_json(text: str):
 
 
 def _kernel_spec(fields: dict) -> KernelSpec:
-    return KernelSpec(**dict(fields, epilogue=epilogue_from_fields(fields["epilogue"])))
+    epilogue = fields.pop("epilogue")
+    if epilogue is not None:
+        def offsets(o):
+            return Offsets(tuple(map(tuple, o["rows"])), tuple(map(tuple, o["cols"])))
 
-
-def epilogue_from_fields(fields: Optional[dict]) -> Optional[Epilogue]:
-    """The Epilogue that dataclasses.asdict gave `fields` for (after a JSON round trip), or None."""
-    if fields is None:
-        return None
-
-    def offsets(o):
-        return Offsets(tuple(map(tuple, o["rows"])), tuple(map(tuple, o["cols"])))
-
-    return Epilogue(tuple(EpilogueInput(i["element_type"], offsets(i["offsets"])) for i in fields["inputs"]),
-                    tuple((name, op, tuple(args)) for name, op, args in fields["body"]),
-                    fields["result"], fields["element_type"], offsets(fields["offsets"]))
+        epilogue = Epilogue(tuple(EpilogueInput(i["element_type"], offsets(i["offsets"])) for i in epilogue["inputs"]),
+                            tuple((name, op, tuple(args)) for name, op, args in epilogue["body"]),
+                            epilogue["result"], epilogue["element_type"], offsets(epilogue["offsets"]))
+    return KernelSpec(**fields, epilogue=epilogue)
 
 
 def compile_kernel(spec: KernelSpec, cache_dir: Optional[str] = None) -> CompiledKernel:
@@ -542,14 +537,6 @@ def _signature(spec) -> tuple[dict, dict]:
     return signature, constants_
 
 
-def _options(spec) -> dict:
-    """Triton's compile options for `spec`: warps, stages, and a register cap where it sets one."""
-    options = {"num_warps": spec.warps, "num_stages": spec.stages}
-    if getattr(spec, "max_registers", 0):
-        options["maxnreg"] = spec.max_registers
-    return options
-
-
 def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKernel:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -564,7 +551,7 @@ def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKerne
     saved, knobs.disable_line_info = knobs.disable_line_info, True
     try:
         compiled = triton.compile(source, target=GPUTarget("cuda", spec.arch, 32),
-                                  options=_options(spec))
+                                  options={"num_warps": spec.warps, "num_stages": spec.stages})
     finally:
         knobs.disable_line_info = saved
     ptx = compiled.asm["ptx"]

@@ -121,7 +121,7 @@ import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
 from inferx_compiler.quantization import pack_int4
-n, k, group, bn, step, programs, fused, pairs = json.loads(sys.argv[1])
+n, k, group, bn, step, programs, fused = json.loads(sys.argv[1])
 rng = np.random.default_rng(3)
 x = rng.standard_normal((1, k)).astype(np.float16)
 q = rng.integers(-8, 8, (n, k)).astype(np.int8)
@@ -137,7 +137,7 @@ if fused:  # relu(acc + y0) as f16: y0 the epilogue's input, not the kernel's in
                          ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets((), ((1, n, 1),)))
     ref = np.maximum(ref, 0.0)
 spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False, dot=False, programs=programs,
-                   epilogue=epilogue, pairs=pairs)
+                   epilogue=epilogue)
 out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
 args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
 args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
@@ -147,17 +147,16 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
                   "finite": bool(np.isfinite(got).all())}))
 """
 
-# (N, K, group, block_n, step, programs, epilogue, pairs)
+# (N, K, group, block_n, step, programs, epilogue)
 ONE_ROW_FORMS = [
-    (100, 1024, 64, 8, 512, 0, False, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
-    (100, 1024, 64, 4, 1024, 3, False, False),  # x resident on 3 programs: every program takes several tiles
-    (96, 512, 128, 4, 512, 5, True, False),  # x resident, the epilogue finished once a tile
-    (100, 1024, 64, 4, 1024, 3, True, True),  # x resident as even and odd elements (no interleaving)
+    (100, 1024, 64, 8, 512, 0, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
+    (100, 1024, 64, 4, 1024, 3, False),  # x resident on 3 programs: every program takes several tiles
+    (96, 512, 128, 4, 512, 5, True),  # x resident, the epilogue finished once a tile
 ]
 
 
 @pytest.mark.parametrize("form", ONE_ROW_FORMS, ids=lambda f: ("resident" if f[5] else "tiled")
-                         + ("-epilogue" if f[6] else "-init") + ("-pairs" if f[7] else ""))
+                         + ("-epilogue" if f[6] else "-init"))
 def test_one_row_forms_match_numpy_in_the_interpreter(form):
     """The dot-free forms for one int4 row: every element written and right to the f16 rounding
     of their products and sums of eight (a wrong group, scale or row gives errors of order 1)."""
@@ -315,28 +314,9 @@ def test_h200_int4_build_runs_the_kernel_and_disable_pass_restores_iree(tmp_path
 
 
 def test_h200_int4_batch_one_takes_the_resident_row_form(tmp_path):
-    """One row, inferx-dequant-chain left out: both layers on the dot-free form with x resident
-    (256 / 64 = 4 groups, a power of two), each finishing its epilogue; compiled ahead of time
-    like the others."""
-    _, report = _build(tmp_path, ["--disable-pass", "inferx-dequant-chain"], batch=1)
+    """One row: both layers on the dot-free form with x resident (256 / 64 = 4 groups, a power of
+    two), each finishing its epilogue; compiled ahead of time like the others."""
+    _, report = _build(tmp_path, [], batch=1)
     ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
     assert sorted(d["loops"] for d in ours) == [[1, 256, 256]] * 2
     assert all("x resident on" in d["config"] and d["config"].endswith("epilogue") for d in ours), ours
-    static = [d for d in report["dispatches"] if d["dispatch"].startswith("main$b1_dispatch")]
-    assert len(static) == 1, static  # the first layer's input cast
-
-
-def test_h200_int4_batch_one_runs_the_layers_in_one_launch(tmp_path):
-    """One row, by default: inferx-dequant-chain puts both layers and the input's f16 cast in one
-    persistent kernel, so the static batch-1 function is that one dispatch (three before: the
-    cast and a kernel a layer); the dynamic function keeps IREE's form."""
-    _, report = _build(tmp_path, [], batch=1)
-    chain = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_chain")]
-    assert [(d["loops"], d["element_type"]) for d in chain] == [([1, 512, 256], "int4")], chain
-    assert "f16 cast" in chain[0]["fused"] and "grid barrier" in chain[0]["config"], chain
-    assert not [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
-    static = [d for d in report["dispatches"] if d["dispatch"].startswith("main$b1_dispatch")]
-    assert static == [], static  # every dispatch of the static function is the chain's (an external one)
-    remarks = [r["decision"] for r in report["decisions"] if r.get("pass") == "inferx-dequant-chain"]
-    assert remarks == ["2 int4 layers in one launch (Triton, 528 programs, a grid barrier between layers, the "
-                       "input's f16 cast in it)"], remarks

@@ -1,5 +1,5 @@
-"""The one-launch int4 chain (inferx_compiler/kernels/triton_chain.py) on a GPU host, against the
-launch-a-layer kernel the builds used before it, PyTorch fp16 and the memory floor, same run.
+"""The one-launch int4 chain (tools/bench/chain_kernel.py, an experiment) on a GPU host, against the
+launch-a-layer kernel builds use, PyTorch fp16 and the memory floor, same run.
 
     python tools/bench/gpu_chain_sweep.py --out $OUT            # on the GPU host (torch + Triton)
 
@@ -31,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpu_dequant_sweep import copy_rate, graphed, kernel_times, median_ms  # noqa: E402
 
-from inferx_compiler.kernels import triton_chain, triton_dequant  # noqa: E402
+import chain_kernel as triton_chain  # noqa: E402  (the experiment's kernel, beside this file)
+from inferx_compiler.kernels import triton_dequant  # noqa: E402
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets  # noqa: E402
 
 
@@ -72,12 +73,11 @@ def reference(torch, x, layers):
     return h
 
 
-def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one", pairs=False):
+def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one"):
     specs = tuple(triton_chain.ChainLayer(n, k, group, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
                   for i in range(len(layers)))
     return triton_chain.ChainSpec(specs, per_sm * sms, "f16", warps=warps, prefetch=prefetch,
-                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier,
-                                  pairs=pairs)
+                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier)
 
 
 def chain_runner(torch, spec, layers, x):
@@ -94,17 +94,14 @@ def chain_runner(torch, spec, layers, x):
     return body, out
 
 
-def layers_runner(torch, layers, n, k, group, sms, x, pairs=False):
-    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec); `pairs`:
-    the resident form with x as even and odd elements."""
-    import dataclasses
+def layers_runner(torch, layers, n, k, group, sms, x):
+    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec)."""
 
     sys.path.insert(0, ROOT)
     from passes.dequant_matvec import matvec_spec
 
     specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
              for i in range(len(layers))]
-    specs = [dataclasses.replace(spec, pairs=pairs) for spec in specs]
     outs = [torch.empty((1, n), dtype=torch.float16 if i < len(layers) - 1 else torch.float32, device="cuda")
             for i in range(len(layers))]
 
@@ -147,8 +144,8 @@ def main(argv=None) -> int:
     parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM (comma list)")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--prefetch", default="1,0")
-    parser.add_argument("--pairs", default="0,1", help="comma list: x as even/odd elements (1) or not (0)")
-    parser.add_argument("--barrier", default="one", help="comma list of one, all, none (none: a timing diagnostic)")
+    parser.add_argument("--barrier", default="one", help="comma list of one, fence, all, none (none: a timing "
+                        "diagnostic)")
     args = parser.parse_args(argv)
     import torch
     import triton
@@ -169,26 +166,25 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, {sms} SMs, Triton {triton.__version__}: copy {rate / 1e12:.2f} TB/s, "
           f"{weight_bytes / 1e6:.1f} MB of weights and scales: floor {floor_us:.1f} us", flush=True)
 
-    for pairs in map(int, args.pairs.split(",")):
-        body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, bool(pairs))
-        body()
-        torch.cuda.synchronize()
-        replay = graphed(torch, body)
-        layers_row = {"system": "layers", "pairs": pairs, "config": str(spec.grid), "err": rel_err(torch, out, ref),
-                      "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
-        results["rows"].append(layers_row)
-        print(f"layers (one launch each, as builds did), pairs {pairs}: {layers_row['us']:.1f} us, kernels "
-              f"{layers_row['kernel_us']}, err {layers_row['err']:.1e}", flush=True)
+    body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x)
+    body()
+    torch.cuda.synchronize()
+    replay = graphed(torch, body)
+    layers_row = {"system": "layers", "config": str(spec.grid), "err": rel_err(torch, out, ref),
+                  "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
+    results["rows"].append(layers_row)
+    print(f"layers (one launch each, as builds do): {layers_row['us']:.1f} us, kernels {layers_row['kernel_us']}, "
+          f"err {layers_row['err']:.1e}", flush=True)
     torch_us = 1e3 * median_ms(torch, graphed(torch, torch_runner(torch, n, k, args.layers, x)), args.replays)
     results["rows"].append({"system": "torch-fp16", "us": torch_us})
     print(f"torch fp16 linear+GELU a layer: {torch_us:.1f} us", flush=True)
 
     best = None
-    for per_sm, warps, prefetch, barrier, pairs in itertools.product(
+    for per_sm, warps, prefetch, barrier in itertools.product(
             map(int, args.per_sm.split(",")), map(int, args.warps.split(",")), map(int, args.prefetch.split(",")),
-            args.barrier.split(","), map(int, args.pairs.split(","))):
+            args.barrier.split(",")):
         try:
-            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier, bool(pairs))
+            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier)
         except ValueError as e:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: {e}", flush=True)
             continue
@@ -205,10 +201,10 @@ def main(argv=None) -> int:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: failed: {str(e)[:300]}", flush=True)
             continue
         row = {"system": "chain", "per_sm": per_sm, "programs": spec.programs, "warps": warps, "prefetch": prefetch,
-               "barrier": barrier, "pairs": pairs, "block_n": spec.block_n(0), "us": us, "err": err}
+               "barrier": barrier, "block_n": spec.block_n(0), "us": us, "err": err}
         results["rows"].append(row)
         print(f"  chain {per_sm} a SM ({spec.programs} programs, {spec.block_n(0)} rows each), {warps} warps, "
-              f"prefetch {prefetch}, barrier {barrier}, pairs {pairs}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
+              f"prefetch {prefetch}, barrier {barrier}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
         if err < 2e-3 and barrier != "none" and (best is None or us < best[0]["us"]):
             best = (row, replay)
     if best:

@@ -91,9 +91,7 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    # the same with IREE's dequantize-and-matmul instead of our weight-only kernel
                    "inferx-int8-iree": ("int8", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite")),
-                   "inferx-int4-iree": ("int4", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite")),
-                   # a launch a layer of the one-row kernel instead of the whole chain in one
-                   "inferx-int4-layers": ("int4", ["--disable-pass", "inferx-dequant-chain"], ("mlp", "mlp_lite"))}
+                   "inferx-int4-iree": ("int4", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite"))}
 LIMIT_BYTES = 45 * 2**20  # leave room under the 64 MiB carry limit for the runtime wheel
 
 

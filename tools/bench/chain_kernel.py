@@ -1,5 +1,11 @@
-"""A chain of one-row int4 layers in one persistent kernel for CUDA GPUs (Triton, compiled ahead
-of time): an MLP at batch 1 read in one launch instead of one launch a layer.
+"""An experiment, not part of builds: a chain of one-row int4 layers in one persistent Triton
+kernel (an MLP at batch 1 read in one launch instead of a launch a layer), run by
+tools/bench/gpu_chain_sweep.py. Measured on an H100 on 2026-12-06 (docs/bench/2026-12-06-h100-int4-chain/)
+it was no faster than the launch-a-layer kernel builds use (8x4096^2, kernel time 58.9-61.3 us
+against 53.7-54.2), because the layers' arithmetic, not their launches or the barriers, is
+what the time goes to; and IREE 3.13's CUDA HAL takes at most 16 bindings an export, which an
+8-layer chain (30 bindings) exceeds. The pass that built it into models (inferx-dequant-chain)
+was taken out again (commit f22fcde holds it, with its lit tests).
 
 Each layer of an int4 MLP at batch 1 is a pass over its packed weight (the one-row form of
 triton_dequant.py). Run as one launch a layer, the launch boundaries cost more than the reading:
@@ -33,10 +39,9 @@ import dataclasses
 import functools
 import hashlib
 import json
-from typing import Optional
 
-from .triton_dequant import _WIDEN_INT4, INT4_TO_F16, DequantSpec
-from .triton_matmul import epilogue_code
+from inferx_compiler.kernels.triton_dequant import _WIDEN_INT4, INT4_TO_F16, DequantSpec
+from inferx_compiler.kernels.triton_matmul import epilogue_code
 
 ENTRY = "inferx_dequant_chain"
 X_TYPES = {"f16": "fp16", "f32": "fp32"}
@@ -100,7 +105,6 @@ class ChainSpec:
     # registers a thread may use (PTX .maxnreg): low enough that programs / SMs programs fit a SM
     # at once, which the barrier needs (0: the compiler's choice)
     max_registers: int = 0
-    pairs: bool = False  # x split into even/odd elements (triton_dequant._pair_sums)
     barrier: str = "one"  # who spins at the grid barrier (see _wait): one thread, all, or none (diagnostic)
 
     def __post_init__(self):
@@ -153,7 +157,7 @@ class ChainSpec:
         return sum(layer.weight_bytes for layer in self.layers)
 
     def key(self) -> str:
-        from .triton_matmul import TRITON_VERSION
+        from inferx_compiler.kernels.triton_matmul import TRITON_VERSION
 
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
                 + INT4_TO_F16 + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
@@ -177,7 +181,7 @@ def pointers(spec: ChainSpec) -> list[str]:
 
 
 def signature(spec: ChainSpec) -> tuple[dict, dict]:
-    from .triton_matmul import POINTER_TYPES
+    from inferx_compiler.kernels.triton_matmul import POINTER_TYPES
 
     types = {"x_ptr": f"*{X_TYPES[spec.x_type]}"}
     for i, layer in enumerate(spec.layers):
@@ -227,22 +231,13 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
             f"N = {layer.n}"]
     wait = _wait(spec, i) if i else []
     body += loads + wait if spec.prefetch else wait + loads
-    if spec.pairs:
-        body += [f"rh = 2 * tl.arange(0, {layer.group // 2})[None, :]",
-                 f"x_even = tl.load({source} + rg[:, None] * {layer.group} + rh, cache_modifier='.cg')"
-                 ".to(tl.float16)[None]",
-                 f"x_odd = tl.load({source} + rg[:, None] * {layer.group} + rh + 1, cache_modifier='.cg')"
-                 ".to(tl.float16)[None]"]
-    else:
-        body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
-                 "cache_modifier='.cg').to(tl.float16)[None]"]
+    body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
+             "cache_modifier='.cg').to(tl.float16)[None]"]
     body.append(f"l{i}_out_ptr = " + ("out_ptr" if last else f"act_ptr + {offset}"))
     epilogue = [line.strip() for line in epilogue_code(layer.spec(sub, spec.fast), f"l{i}_").splitlines()]
     for p in range(bn // sub):
         body += [f"rn = rn{p}", f"col_ok = col_ok{p}",
-                 (f"acc = tl.sum(_pair_sums(packed{p}, x_even, x_odd, scale{p}, {spec.fast}), axis=1)[None, :]"
-                  if spec.pairs else
-                  f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]"),
+                 f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]",
                  "inside = row_ok[:, None] & col_ok[None, :]"] + epilogue
     if not last:
         body += ["tl.debug_barrier()", "tl.atomic_add(bar_ptr, 1, sem='release', scope='gpu')"]
@@ -276,50 +271,12 @@ def _wait(spec: ChainSpec, i: int) -> list[str]:
 
 @functools.lru_cache(maxsize=32)
 def kernel_function(spec: ChainSpec):
-    """The @triton.jit function for `spec` (the interpreter in tests, JIT sweeps, the ahead-of-time compile)."""
+    """The @triton.jit function for `spec` (JIT-compiled by the sweep; maxnreg is a launch option there)."""
     import triton.language as tl
 
-    from .triton_matmul import jit_from_source
+    from inferx_compiler.kernels.triton_matmul import jit_from_source
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16),
                             "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE),
                             "POLL_ONE_RELAXED": tl.constexpr(POLL_ONE_RELAXED), "FENCE_ONE": tl.constexpr(FENCE_ONE)})
-
-
-def compile_kernel(spec: ChainSpec, cache_dir: Optional[str] = None):
-    """PTX for `spec` (triton_matmul.CompiledKernel), cached like the other kernels."""
-    from . import triton_matmul
-
-    sig, consts = signature(spec)
-    return triton_matmul.compile_cached(_Compiled(spec), lambda: kernel_function(spec), sig, consts, cache_dir)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Compiled:
-    """What triton_matmul.compile_cached reads of a spec: its key, grid, warps, stages, arch."""
-
-    chain: ChainSpec
-
-    def key(self) -> str:
-        return self.chain.key()
-
-    @property
-    def grid(self):
-        return self.chain.grid
-
-    @property
-    def warps(self):
-        return self.chain.warps
-
-    @property
-    def stages(self):
-        return 1
-
-    @property
-    def max_registers(self):
-        return self.chain.max_registers
-
-    @property
-    def arch(self):
-        return self.chain.arch
