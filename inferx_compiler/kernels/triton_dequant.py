@@ -78,7 +78,7 @@ sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
@@ -199,12 +199,26 @@ _RESIDENT_BODY = '''\
     rg = tl.arange(0, K // GROUP)
     xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
+    if AHEAD:  # the first tile's weights loaded before the loop, each next one's before the products
+        rn = pid * BN + tl.arange(0, BN)
+        packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=(rn < N)[:, None, None], other=0)
+        scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=(rn < N)[:, None], other=0.0)
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
         rn = tile * BN + tl.arange(0, BN)
         col_ok = rn < N
-        packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
-        scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
+        if AHEAD:
+            rn_next = rn + PROGRAMS * BN
+            packed_next = tl.load(w_ptr + rn_next[:, None, None] * (K // 2) + rb, mask=(rn_next < N)[:, None, None],
+                                  other=0)
+            scale_next = tl.load(s_ptr + rn_next[:, None] * (K // GROUP) + rg[None, :], mask=(rn_next < N)[:, None],
+                                 other=0.0)
+        else:
+            packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
+            scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
         acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
+        if AHEAD:
+            packed = packed_next
+            scale = scale_next
         inside = row_ok[:, None] & col_ok[None, :]
         if HAS_INIT:
             acc += tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
@@ -234,6 +248,7 @@ class DequantSpec(TileGrid):
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
     dot: bool = True  # False (int4, one row): no tensor cores, f16 products and sums of eight, f32 group sums
     programs: int = 0  # > 0: the resident-x form (int4, one row, whole rows a tile) on this many programs
+    ahead: bool = False  # resident form: the next tile's weights loaded before this tile's products
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
@@ -256,6 +271,8 @@ class DequantSpec(TileGrid):
         if self.programs and (self.dot or self.m != 1 or self.split != 1 or groups & (groups - 1)):
             raise ValueError("the resident-x form takes the dot-free form, one row, one slice and K / group a "
                              "power of two")
+        if self.ahead and not self.programs:
+            raise ValueError("loading ahead is a choice of the resident-x form")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -288,7 +305,7 @@ class DequantSpec(TileGrid):
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
-                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs)
+                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead)
 
 
 def pointers(spec: DequantSpec) -> list[str]:

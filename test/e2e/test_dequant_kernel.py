@@ -121,7 +121,7 @@ import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
 from inferx_compiler.quantization import pack_int4
-n, k, group, bn, step, programs, fused = json.loads(sys.argv[1])
+n, k, group, bn, step, programs, fused, ahead = json.loads(sys.argv[1])
 rng = np.random.default_rng(3)
 x = rng.standard_normal((1, k)).astype(np.float16)
 q = rng.integers(-8, 8, (n, k)).astype(np.int8)
@@ -137,7 +137,7 @@ if fused:  # relu(acc + y0) as f16: y0 the epilogue's input, not the kernel's in
                          ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets((), ((1, n, 1),)))
     ref = np.maximum(ref, 0.0)
 spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False, dot=False, programs=programs,
-                   epilogue=epilogue)
+                   epilogue=epilogue, ahead=ahead)
 out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
 args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
 args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
@@ -147,16 +147,17 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
                   "finite": bool(np.isfinite(got).all())}))
 """
 
-# (N, K, group, block_n, step, programs, epilogue)
+# (N, K, group, block_n, step, programs, epilogue, ahead)
 ONE_ROW_FORMS = [
-    (100, 1024, 64, 8, 512, 0, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
-    (100, 1024, 64, 4, 1024, 3, False),  # x resident on 3 programs: every program takes several tiles
-    (96, 512, 128, 4, 512, 5, True),  # x resident, the epilogue finished once a tile
+    (100, 1024, 64, 8, 512, 0, False, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
+    (100, 1024, 64, 4, 1024, 3, False, False),  # x resident on 3 programs: every program takes several tiles
+    (96, 512, 128, 4, 512, 5, True, False),  # x resident, the epilogue finished once a tile
+    (100, 1024, 64, 4, 1024, 3, True, True),  # x resident, each next tile loaded ahead (the last one masked off)
 ]
 
 
 @pytest.mark.parametrize("form", ONE_ROW_FORMS, ids=lambda f: ("resident" if f[5] else "tiled")
-                         + ("-epilogue" if f[6] else "-init"))
+                         + ("-epilogue" if f[6] else "-init") + ("-ahead" if f[7] else ""))
 def test_one_row_forms_match_numpy_in_the_interpreter(form):
     """The dot-free forms for one int4 row: every element written and right to the f16 rounding
     of their products and sums of eight (a wrong group, scale or row gives errors of order 1)."""

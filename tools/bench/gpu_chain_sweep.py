@@ -94,14 +94,18 @@ def chain_runner(torch, spec, layers, x):
     return body, out
 
 
-def layers_runner(torch, layers, n, k, group, sms, x):
-    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec)."""
+def layers_runner(torch, layers, n, k, group, sms, x, ahead=None):
+    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec); `ahead`
+    (True/False) overrides the resident form's loading of the next tile ahead."""
+    import dataclasses
 
     sys.path.insert(0, ROOT)
     from passes.dequant_matvec import matvec_spec
 
     specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
              for i in range(len(layers))]
+    if ahead is not None:
+        specs = [dataclasses.replace(spec, ahead=ahead) for spec in specs]
     outs = [torch.empty((1, n), dtype=torch.float16 if i < len(layers) - 1 else torch.float32, device="cuda")
             for i in range(len(layers))]
 
@@ -144,6 +148,8 @@ def main(argv=None) -> int:
     parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM (comma list)")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--prefetch", default="1,0")
+    parser.add_argument("--ahead", default="0,1", help="comma list: the layer kernel loading its next tile ahead (1) "
+                        "or not (0)")
     parser.add_argument("--barrier", default="one", help="comma list of one, fence, all, none (none: a timing "
                         "diagnostic)")
     args = parser.parse_args(argv)
@@ -166,15 +172,16 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, {sms} SMs, Triton {triton.__version__}: copy {rate / 1e12:.2f} TB/s, "
           f"{weight_bytes / 1e6:.1f} MB of weights and scales: floor {floor_us:.1f} us", flush=True)
 
-    body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x)
-    body()
-    torch.cuda.synchronize()
-    replay = graphed(torch, body)
-    layers_row = {"system": "layers", "config": str(spec.grid), "err": rel_err(torch, out, ref),
-                  "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
-    results["rows"].append(layers_row)
-    print(f"layers (one launch each, as builds do): {layers_row['us']:.1f} us, kernels {layers_row['kernel_us']}, "
-          f"err {layers_row['err']:.1e}", flush=True)
+    for ahead in map(int, args.ahead.split(",")):
+        body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, bool(ahead))
+        body()
+        torch.cuda.synchronize()
+        replay = graphed(torch, body)
+        layers_row = {"system": "layers", "ahead": ahead, "config": str(spec.grid), "err": rel_err(torch, out, ref),
+                      "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
+        results["rows"].append(layers_row)
+        print(f"layers (one launch each, as builds do), ahead {ahead}: {layers_row['us']:.1f} us, kernels "
+              f"{layers_row['kernel_us']}, err {layers_row['err']:.1e}", flush=True)
     torch_us = 1e3 * median_ms(torch, graphed(torch, torch_runner(torch, n, k, args.layers, x)), args.replays)
     results["rows"].append({"system": "torch-fp16", "us": torch_us})
     print(f"torch fp16 linear+GELU a layer: {torch_us:.1f} us", flush=True)
