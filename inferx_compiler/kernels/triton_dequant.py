@@ -248,7 +248,9 @@ class DequantSpec(TileGrid):
     w_left: bool = False  # the weight tile as the dot's left operand (out^T = w x^T)
     dot: bool = True  # False (int4, one row): no tensor cores, f16 products and sums of eight, f32 group sums
     programs: int = 0  # > 0: the resident-x form (int4, one row, whole rows a tile) on this many programs
-    ahead: bool = False  # resident form: the next tile's weights loaded before this tile's products
+    # resident form: the next tile's weights loaded before this tile's products (twice the bytes in
+    # flight a program); off in builds until measured on a GPU (tools/bench/gpu_chain_sweep.py --ahead 0,1)
+    ahead: bool = False
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
