@@ -8,10 +8,10 @@ what the time goes to; and IREE 3.13's CUDA HAL takes at most 16 bindings an exp
 was taken out again (commit f22fcde holds it, with its lit tests).
 
 Each layer of an int4 MLP at batch 1 is a pass over its packed weight (the one-row form of
-triton_dequant.py). Run as one launch a layer, the launch boundaries cost more than the reading:
-on an H200, eight read-only launches over the 8x4096^2 MLP's 69 MB take 33 us, the same bytes in
-one launch 19.5 (tools/bench/gpu_read_floor.py, docs/bench/2026-12-04-h200-int4-row/), and the
-floor is 16.5. So this kernel takes the whole chain:
+triton_dequant.py). The hypothesis this kernel tested: run as one launch a layer, the launch
+boundaries cost more than the reading (on an H200, eight read-only launches over the 8x4096^2
+MLP's 69 MB took 33 us, the same bytes in one launch 19.5: tools/bench/gpu_read_floor.py,
+docs/bench/2026-12-04-h200-int4-row/). So this kernel takes the whole chain:
 
     h0 = x                                      (f16, or f32 cast in the kernel)
     h[i+1] = epilogue_i(h[i] . dequantize(w_i, s_i))     for each layer i
@@ -23,7 +23,7 @@ for the previous layer (the weights do not depend on it): the wait overlaps the 
 layers the programs meet at a grid-wide barrier, a counter in global memory: after storing its
 part of h[i+1] a program adds one (release, after a CTA barrier so that every thread's stores
 are ordered before it) and, before reading h[i+1], waits until the counter reaches (i+1) x
-PROGRAMS (volatile loads, then one acquire). The counter must be zero at the start of a call
+PROGRAMS (thread 0 polls, the others wait at a CTA barrier: `_wait`). The counter must be zero at the start of a call
 (the caller fills it); h[1..L-1] live in a scratch buffer of f16.
 
 The products are triton_dequant's dot-free one-row form (f16 products, sums of eight, f32 group
@@ -88,10 +88,6 @@ class ChainLayer:
         return DequantSpec(1, self.n, self.k, "int4", self.group, False, 1, 1, block_n, self.k, dot=False,
                            epilogue=self.epilogue, fast=fast)
 
-    @property
-    def weight_bytes(self) -> int:
-        return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
-
 
 @dataclasses.dataclass(frozen=True)
 class ChainSpec:
@@ -142,19 +138,12 @@ class ChainSpec:
     def grid(self) -> tuple[int, int, int]:
         return (self.programs, 1, 1)
 
-    @property
-    def input_bindings(self) -> int:
-        """x, then each layer's weight, scales and epilogue inputs (the counter comes after them)."""
-        return 1 + sum(2 + len(layer.epilogue.inputs) for layer in self.layers)
 
     @property
     def scratch_elements(self) -> int:
         """f16 elements of the buffer that holds the results of every layer but the last."""
         return sum(layer.n for layer in self.layers[:-1])
 
-    @property
-    def weight_bytes(self) -> int:
-        return sum(layer.weight_bytes for layer in self.layers)
 
     def key(self) -> str:
         from inferx_compiler.kernels.triton_matmul import TRITON_VERSION
@@ -172,26 +161,12 @@ def registers_for(programs_per_sm: int, warps: int, sm_registers: int = 65536) -
 
 
 def pointers(spec: ChainSpec) -> list[str]:
-    """The kernel's pointer parameters in IREE's binding order: x, each layer's weight, scales and
-    epilogue inputs, the barrier counter (read and written: tied), the result, the scratch."""
+    """The kernel's pointer parameters in the launch's argument order: x, each layer's weight,
+    scales and epilogue inputs, the barrier counter (read and written), the result, the scratch."""
     names = ["x_ptr"]
     for i, layer in enumerate(spec.layers):
         names += [f"l{i}_w_ptr", f"l{i}_s_ptr"] + [f"l{i}_x{j}_ptr" for j in range(len(layer.epilogue.inputs))]
     return names + ["bar_ptr", "out_ptr", "act_ptr"]
-
-
-def signature(spec: ChainSpec) -> tuple[dict, dict]:
-    from inferx_compiler.kernels.triton_matmul import POINTER_TYPES
-
-    types = {"x_ptr": f"*{X_TYPES[spec.x_type]}"}
-    for i, layer in enumerate(spec.layers):
-        types[f"l{i}_w_ptr"], types[f"l{i}_s_ptr"] = "*i8", "*fp16"
-        for j, operand in enumerate(layer.epilogue.inputs):
-            types[f"l{i}_x{j}_ptr"] = f"*{POINTER_TYPES[operand.element_type]}"
-    types["bar_ptr"] = "*i32"
-    types["out_ptr"] = f"*{POINTER_TYPES[spec.layers[-1].epilogue.element_type]}"
-    types["act_ptr"] = "*fp16"
-    return types, {}
 
 
 def kernel_source(spec: ChainSpec) -> str:
