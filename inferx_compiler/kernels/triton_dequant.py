@@ -95,6 +95,16 @@ def _widen_int4(packed, FAST: tl.constexpr):
 
 
 @triton.jit
+def _row_tile(w_ptr, s_ptr, rn, rb, rg, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr):
+    """Whole weight rows `rn` (packed bytes at offsets `rb` a row) and their scales (groups `rg`);
+    rows past N read as zeros."""
+    ok = rn < N
+    packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=ok[:, None, None], other=0)
+    scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=ok[:, None], other=0.0)
+    return packed, scale
+
+
+@triton.jit
 def _group_sums(packed, x, scale, FAST: tl.constexpr):
     """Packed int4 bytes [rows, groups, group / 2] times x [1, groups, group] (f16): products and
     sums of eight in f16 (no conversion a value), then f32 sums a group, times its scale."""
@@ -200,25 +210,17 @@ _RESIDENT_BODY = '''\
     xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
     if AHEAD:  # the first tile's weights loaded before the loop, each next one's before the products
-        rn = pid * BN + tl.arange(0, BN)
-        packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=(rn < N)[:, None, None], other=0)
-        scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=(rn < N)[:, None], other=0.0)
+        packed, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), rb, rg, N, K, GROUP)
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
         rn = tile * BN + tl.arange(0, BN)
         col_ok = rn < N
         if AHEAD:
-            rn_next = rn + PROGRAMS * BN
-            packed_next = tl.load(w_ptr + rn_next[:, None, None] * (K // 2) + rb, mask=(rn_next < N)[:, None, None],
-                                  other=0)
-            scale_next = tl.load(s_ptr + rn_next[:, None] * (K // GROUP) + rg[None, :], mask=(rn_next < N)[:, None],
-                                 other=0.0)
+            packed_next, scale_next = _row_tile(w_ptr, s_ptr, rn + PROGRAMS * BN, rb, rg, N, K, GROUP)
         else:
-            packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=col_ok[:, None, None], other=0)
-            scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=col_ok[:, None], other=0.0)
+            packed, scale = _row_tile(w_ptr, s_ptr, rn, rb, rg, N, K, GROUP)
         acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
         if AHEAD:
-            packed = packed_next
-            scale = scale_next
+            packed, scale = packed_next, scale_next
         inside = row_ok[:, None] & col_ok[None, :]
         if HAS_INIT:
             acc += tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
