@@ -99,7 +99,6 @@ def layers_runner(torch, layers, n, k, group, sms, x, ahead=None):
     (True/False) overrides the resident form's loading of the next tile ahead."""
     import dataclasses
 
-    sys.path.insert(0, ROOT)
     from passes.dequant_matvec import matvec_spec
 
     specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
