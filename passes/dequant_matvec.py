@@ -60,6 +60,7 @@ PROGRAMS_PER_SM = 3
 RESIDENT_BLOCK_N = 4
 ONE_ROW_PROGRAMS_PER_SM = 4
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
+RESIDENT_REGISTERS = 128
 ONE_ROW_BLOCK_N = 8
 ONE_ROW_MAX_STEP = 2048
 
@@ -120,7 +121,7 @@ def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
     if groups and not groups & (groups - 1) and k <= RESIDENT_MAX_K:
         programs = min(ONE_ROW_PROGRAMS_PER_SM * sms, -(-n // RESIDENT_BLOCK_N))
         return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, programs=programs,
-                           **common)
+                           words=True, ahead=True, max_registers=RESIDENT_REGISTERS, **common)
     step = group
     while step * 2 <= ONE_ROW_MAX_STEP and k % (step * 2) == 0:
         step *= 2
@@ -181,5 +182,7 @@ def _external(compiled, plan=None) -> ExternalKernel:
 
 def _form(spec) -> str:
     if spec.programs:
-        return f", CUDA cores, x resident on {spec.programs} programs"
+        return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "")
+                + (", next tile ahead" if spec.ahead else "")
+                + (f", {spec.max_registers} registers" if spec.max_registers else ""))
     return "" if spec.dot else ", CUDA cores"

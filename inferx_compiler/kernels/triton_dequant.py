@@ -19,7 +19,7 @@ with x [M, K] f16 (M small: the rows ride a 16-row dot, zero-padded), the intege
 f16 exactly, f32 accumulation. One int4 row has a dot-free form (`dot=False`): the products
 and sums of eight in f16 on the CUDA cores (relative error about 5e-4, the order of the
 tensor-core form's f16-scaled weights), f32 sums a group; with `programs` set, x stays in
-registers and each program takes whole weight rows in turn (`_RESIDENT_BODY`). Slices (S > 1, the grid's second dimension) put more loads in
+registers and each program takes whole weight rows in turn (`_RESIDENT_LOADS`). Slices (S > 1, the grid's second dimension) put more loads in
 flight for a narrow output and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
@@ -77,8 +77,39 @@ mov.b32 c, 0x64806480;
 sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
+# int4, one 32-bit word of packed weights (elements 0..7) times x held as f16 pairs in the order the
+# widening yields them ($2 = (x0, x2), $3 = (x4, x6), $4 = (x1, x3), $5 = (x5, x7)): the widening
+# above, the eight products summed as two f16 sums of four, returned as their f32 sum. 17
+# instructions a word with no relayout between the widened values and x.
+INT4_WORD_DOT = """{
+.reg .b32 z, t0, t1, a, b, c, d, k, h, o, s;
+.reg .b16 s0, s1;
+.reg .f32 f0, f1;
+mov.b32 z, 0;
+prmt.b32 t0, $1, z, 0x4140;
+prmt.b32 t1, $1, z, 0x4342;
+lop3.b32 a, t0, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 b, t1, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 c, t0, 0x00F000F0, 0x64806480, 0x6A;
+lop3.b32 d, t1, 0x00F000F0, 0x64806480, 0x6A;
+mov.b32 k, 0x64086408;
+sub.f16x2 a, a, k;
+sub.f16x2 b, b, k;
+mov.b32 h, 0x2C002C00;
+mov.b32 o, 0xD480D480;
+fma.rn.f16x2 c, c, h, o;
+fma.rn.f16x2 d, d, h, o;
+mul.rn.f16x2 s, a, $2;
+fma.rn.f16x2 s, b, $3, s;
+fma.rn.f16x2 s, c, $4, s;
+fma.rn.f16x2 s, d, $5, s;
+mov.b32 {s0, s1}, s;
+cvt.f32.f16 f0, s0;
+cvt.f32.f16 f1, s1;
+add.f32 $0, f0, f1;
+}"""
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
@@ -95,13 +126,17 @@ def _widen_int4(packed, FAST: tl.constexpr):
 
 
 @triton.jit
-def _row_tile(w_ptr, s_ptr, rn, rb, rg, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr):
-    """Whole weight rows `rn` (packed bytes at offsets `rb` a row) and their scales (groups `rg`);
-    rows past N read as zeros."""
+def _row_tile(w_ptr, s_ptr, rn, ro, rg, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, WORDS: tl.constexpr):
+    """Whole weight rows `rn` (at offsets `ro` a row: packed bytes, or 32-bit words with WORDS)
+    and their scales (groups `rg`); rows past N read as zeros."""
     ok = rn < N
-    packed = tl.load(w_ptr + rn[:, None, None] * (K // 2) + rb, mask=ok[:, None, None], other=0)
+    if WORDS:
+        weights = tl.load(w_ptr.to(tl.pointer_type(tl.int32)) + rn[:, None, None] * (K // 8) + ro,
+                          mask=ok[:, None, None], other=0)
+    else:
+        weights = tl.load(w_ptr + rn[:, None, None] * (K // 2) + ro, mask=ok[:, None, None], other=0)
     scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=ok[:, None], other=0.0)
-    return packed, scale
+    return weights, scale
 
 
 @triton.jit
@@ -115,6 +150,41 @@ def _group_sums(packed, x, scale, FAST: tl.constexpr):
     prod = tl.reshape(tl.join(lo, hi), (rows, groups, 2 * half)) * x
     part = tl.sum(tl.reshape(prod, (rows, groups, half // 4, 8)), axis=3).to(tl.float32)
     return tl.sum(part, axis=2) * scale.to(tl.float32)
+
+
+@triton.jit
+def _x_pair(x_ptr, first, A: tl.constexpr, B: tl.constexpr):
+    """x[first + A] and x[first + B] (f16) as one 32-bit word, A in the low half."""
+    lo = tl.load(x_ptr + first + A).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    hi = tl.load(x_ptr + first + B).to(tl.int16, bitcast=True).to(tl.int32)
+    return lo | (hi << 16)
+
+
+@triton.jit
+def _half(pair, HIGH: tl.constexpr):
+    return ((pair >> (16 * HIGH)) & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def _word_dots(words, x02, x46, x13, x57, FAST: tl.constexpr):
+    """Each packed int4 word (elements 0..7) times its x pairs: INT4_WORD_DOT, or the same sums
+    with Triton's casts (the interpreter runs no PTX)."""
+    if FAST:
+        dots = tl.inline_asm_elementwise(INT4_WORD_DOT, "=r,r,r,r,r,r", [words, x02, x46, x13, x57],
+                                         dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        w0 = ((words << 28) >> 28).to(tl.float16)
+        w1 = ((words << 24) >> 28).to(tl.float16)
+        w2 = ((words << 20) >> 28).to(tl.float16)
+        w3 = ((words << 16) >> 28).to(tl.float16)
+        w4 = ((words << 12) >> 28).to(tl.float16)
+        w5 = ((words << 8) >> 28).to(tl.float16)
+        w6 = ((words << 4) >> 28).to(tl.float16)
+        w7 = (words >> 28).to(tl.float16)
+        low = w0 * _half(x02, 0) + w4 * _half(x46, 0) + w1 * _half(x13, 0) + w5 * _half(x57, 0)
+        high = w2 * _half(x02, 1) + w6 * _half(x46, 1) + w3 * _half(x13, 1) + w7 * _half(x57, 1)
+        dots = low.to(tl.float32) + high.to(tl.float32)
+    return dots
 
 
 '''
@@ -199,31 +269,52 @@ _PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :]
 # x once, in the layout of the weight tile it multiplies (Triton converts a load's layout through
 # shared memory, with barriers: once a program here, not once a step), then takes every
 # PROGRAMS-th tile of BN weight rows, whole rows at a time (K / GROUP a power of two): products
-# and sums of eight in f16, per-group f32 sums, each group's scale on its sum. The store (or the
-# epilogue) runs once a tile, inside the loop.
-_RESIDENT_BODY = '''\
+# and sums of eight in f16, per-group f32 sums, each group's scale on its sum. Every load of a
+# tile (its weights, scales, init or epilogue inputs: `_RESIDENT_LOADS` and the epilogue's loads)
+# is issued before its products (`_RESIDENT_PRODUCTS`), so that a tile waits for memory once; the
+# store (or the rest of the epilogue) runs once a tile, inside the loop. WORDS: x held as the f16
+# pairs of each packed 32-bit word in INT4_WORD_DOT's order, the weights loaded as words and
+# multiplied there (no relayout between widened weights and x).
+_RESIDENT_LOADS = '''\
     pid = tl.program_id(0)
     s = tl.program_id(1)
     rm = tl.arange(0, 1)
     row_ok = rm < M
     rg = tl.arange(0, K // GROUP)
-    xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
-    rb = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
-    if AHEAD:  # the first tile's weights loaded before the loop, each next one's before the products
-        packed, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), rb, rg, N, K, GROUP)
+    if WORDS:  # the offsets of a row's 32-bit words of packed weights
+        ro = (rg * (GROUP // 8))[None, :, None] + tl.arange(0, GROUP // 8)[None, None, :]
+    else:  # of its bytes
+        ro = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
+    if AHEAD:  # the first tile's weights loaded before x, each next one's before this one's products
+        wq, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), ro, rg, N, K, GROUP, WORDS)
+    if WORDS:  # x as the f16 pairs of each packed word, in INT4_WORD_DOT's order
+        x02 = _x_pair(x_ptr, ro * 8, 0, 2)
+        x46 = _x_pair(x_ptr, ro * 8, 4, 6)
+        x13 = _x_pair(x_ptr, ro * 8, 1, 3)
+        x57 = _x_pair(x_ptr, ro * 8, 5, 7)
+    else:
+        xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
         rn = tile * BN + tl.arange(0, BN)
         col_ok = rn < N
-        if AHEAD:
-            packed_next, scale_next = _row_tile(w_ptr, s_ptr, rn + PROGRAMS * BN, rb, rg, N, K, GROUP)
-        else:
-            packed, scale = _row_tile(w_ptr, s_ptr, rn, rb, rg, N, K, GROUP)
-        acc = tl.sum(_group_sums(packed, xw, scale, FAST), axis=1)[None, :]
-        if AHEAD:
-            packed, scale = packed_next, scale_next
         inside = row_ok[:, None] & col_ok[None, :]
+        if AHEAD:
+            wq_next, scale_next = _row_tile(w_ptr, s_ptr, rn + PROGRAMS * BN, ro, rg, N, K, GROUP, WORDS)
+        else:
+            wq, scale = _row_tile(w_ptr, s_ptr, rn, ro, rg, N, K, GROUP, WORDS)
         if HAS_INIT:
-            acc += tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
+            init = tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
+'''
+_RESIDENT_PRODUCTS = '''\
+        if WORDS:
+            dots = tl.sum(_word_dots(wq, x02, x46, x13, x57, FAST), axis=2)
+            acc = tl.sum(dots * scale.to(tl.float32), axis=1)[None, :]
+        else:
+            acc = tl.sum(_group_sums(wq, xw, scale, FAST), axis=1)[None, :]
+        if AHEAD:
+            wq, scale = wq_next, scale_next
+        if HAS_INIT:
+            acc += init
 '''
 ENTRY = "inferx_dequant_matvec"
 
@@ -253,6 +344,12 @@ class DequantSpec(TileGrid):
     # resident form: the next tile's weights loaded before this tile's products (twice the bytes in
     # flight a program); off in builds until measured on a GPU (tools/bench/gpu_chain_sweep.py --ahead 0,1)
     ahead: bool = False
+    # resident form: x as f16 pairs of the packed words, products by INT4_WORD_DOT
+    words: bool = False
+    # registers a thread may use (PTX .maxnreg; 0: ptxas's choice). A budget also changes ptxas's
+    # schedule: without one it issued a tile's weight loads two at a time, each pair after the
+    # previous one's products, and its scale and init loads after them (one wait for memory each)
+    max_registers: int = 0
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
@@ -275,8 +372,8 @@ class DequantSpec(TileGrid):
         if self.programs and (self.dot or self.m != 1 or self.split != 1 or groups & (groups - 1)):
             raise ValueError("the resident-x form takes the dot-free form, one row, one slice and K / group a "
                              "power of two")
-        if self.ahead and not self.programs:
-            raise ValueError("loading ahead is a choice of the resident-x form")
+        if (self.ahead or self.words) and not self.programs:
+            raise ValueError("loading ahead and the word products are choices of the resident-x form")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -300,7 +397,8 @@ class DequantSpec(TileGrid):
         return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
+        text = (json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
+                + INT4_WORD_DOT)
         from .triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
@@ -309,7 +407,8 @@ class DequantSpec(TileGrid):
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
-                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead)
+                FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead,
+                WORDS=spec.words)
 
 
 def pointers(spec: DequantSpec) -> list[str]:
@@ -322,13 +421,16 @@ def pointers(spec: DequantSpec) -> list[str]:
 def kernel_source(spec: DequantSpec) -> str:
     """The @triton.jit function's source: the main loop, then the plain f32 store of the slice or
     the epilogue's loads, expressions and store (triton_matmul's epilogue code)."""
-    from .triton_matmul import epilogue_code
+    from .triton_matmul import epilogue_code, epilogue_loads
 
     head = (f"def {ENTRY}({', '.join(pointers(spec))}, "
             + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
+    if spec.programs:  # the epilogue's inputs loaded with the tile's weights, before its products
+        loads = epilogue_loads(spec) if spec.epilogue else ""
+        tail = epilogue_code(spec, inputs_loaded=True) if spec.epilogue else _PLAIN_STORE
+        return (_WIDEN_INT4 + head + _RESIDENT_LOADS + textwrap.indent(loads, "    ") + _RESIDENT_PRODUCTS
+                + textwrap.indent(tail, "    "))
     tail = epilogue_code(spec) if spec.epilogue else _PLAIN_STORE
-    if spec.programs:
-        return _WIDEN_INT4 + head + _RESIDENT_BODY + textwrap.indent(tail, "    ")
     return _WIDEN_INT4 + head + _BODY + tail
 
 
@@ -358,7 +460,8 @@ def kernel_function(spec: DequantSpec):
     from .triton_matmul import jit_from_source
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-matvec-{spec.key()}",
-                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16)})
+                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16),
+                            "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT)})
 
 
 def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):

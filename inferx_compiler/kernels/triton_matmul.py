@@ -325,15 +325,22 @@ def _address(ptr: str, offsets: Offsets, spec) -> tuple[str, str]:
     return ptr, ""
 
 
-def epilogue_code(spec, prefix: str = "") -> str:
-    """The kernel's lines after its main loop for `spec.epilogue`: it reads `acc` (the f32 tile
-    over rows `rm`, columns `rn`, masked by `inside`) and the pointers `prefix`x<i>_ptr, and
-    stores the result through `prefix`out_ptr."""
-    ep = spec.epilogue
+def epilogue_loads(spec, prefix: str = "") -> str:
+    """The lines loading `spec.epilogue`'s inputs x<i> (through `prefix`x<i>_ptr, over the tile's
+    rows `rm` and columns `rn`, masked by `inside`)."""
     lines = []
-    for i, operand in enumerate(ep.inputs):
+    for i, operand in enumerate(spec.epilogue.inputs):
         pointer, mask = _address(f"{prefix}x{i}_ptr", operand.offsets, spec)
         lines.append(f"x{i} = tl.load({pointer}, mask={mask}, other=0.0)" if mask else f"x{i} = tl.load({pointer})")
+    return "".join(f"    {line}\n" for line in lines)
+
+
+def epilogue_code(spec, prefix: str = "", inputs_loaded: bool = False) -> str:
+    """The kernel's lines after its main loop for `spec.epilogue`: it reads `acc` (the f32 tile
+    over rows `rm`, columns `rn`, masked by `inside`) and the pointers `prefix`x<i>_ptr (unless
+    `inputs_loaded`: epilogue_loads ran earlier), and stores the result through `prefix`out_ptr."""
+    ep = spec.epilogue
+    lines = []
     for name, op, args in ep.body:
         if op == "const":  # (literal, element type)
             literal = args[0] if args[1] == "f32" else f"tl.full([], {args[0]}, {_TL_TYPES[args[1]]})"
@@ -345,7 +352,8 @@ def epilogue_code(spec, prefix: str = "") -> str:
     if not ep.offsets.rows:  # one row (M = 1): the tile's padding rows are masked, the pointer spans them
         pointer += " + rm[:, None] * 0"
     lines.append(f"tl.store({pointer}, ({ep.result}).to({_TL_TYPES[ep.element_type]}), mask=inside)")
-    return "".join(f"    {line}\n" for line in lines)
+    body = "".join(f"    {line}\n" for line in lines)
+    return body if inputs_loaded else epilogue_loads(spec, prefix) + body
 
 
 _CONSTANTS = ("M", "N", "K", "K_SLICE", "A_T", "B_T", "HAS_INIT", "BM", "BN", "BK", "GROUP")
@@ -537,6 +545,15 @@ def _signature(spec) -> tuple[dict, dict]:
     return signature, constants_
 
 
+def compile_options(spec) -> dict:
+    """Triton's compile (or JIT launch) options for `spec`: warps, stages and, where the spec
+    sets one, a register budget (maxnreg)."""
+    options = {"num_warps": spec.warps, "num_stages": spec.stages}
+    if getattr(spec, "max_registers", 0):
+        options["maxnreg"] = spec.max_registers
+    return options
+
+
 def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKernel:
     import triton
     from triton.backends.compiler import GPUTarget
@@ -551,7 +568,7 @@ def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKerne
     saved, knobs.disable_line_info = knobs.disable_line_info, True
     try:
         compiled = triton.compile(source, target=GPUTarget("cuda", spec.arch, 32),
-                                  options={"num_warps": spec.warps, "num_stages": spec.stages})
+                                  options=compile_options(spec))
     finally:
         knobs.disable_line_info = saved
     ptx = compiled.asm["ptx"]

@@ -121,7 +121,7 @@ import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
 from inferx_compiler.quantization import pack_int4
-n, k, group, bn, step, programs, fused, ahead = json.loads(sys.argv[1])
+n, k, group, bn, step, programs, fused, choice = json.loads(sys.argv[1])
 rng = np.random.default_rng(3)
 x = rng.standard_normal((1, k)).astype(np.float16)
 q = rng.integers(-8, 8, (n, k)).astype(np.int8)
@@ -137,7 +137,7 @@ if fused:  # relu(acc + y0) as f16: y0 the epilogue's input, not the kernel's in
                          ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets((), ((1, n, 1),)))
     ref = np.maximum(ref, 0.0)
 spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False, dot=False, programs=programs,
-                   epilogue=epilogue, ahead=ahead)
+                   epilogue=epilogue, ahead="ahead" in choice, words="words" in choice)
 out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
 args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
 args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
@@ -147,17 +147,20 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
                   "finite": bool(np.isfinite(got).all())}))
 """
 
-# (N, K, group, block_n, step, programs, epilogue, ahead)
+# (N, K, group, block_n, step, programs, epilogue, resident choice: "", "ahead" or "words")
 ONE_ROW_FORMS = [
-    (100, 1024, 64, 8, 512, 0, False, False),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
-    (100, 1024, 64, 4, 1024, 3, False, False),  # x resident on 3 programs: every program takes several tiles
-    (96, 512, 128, 4, 512, 5, True, False),  # x resident, the epilogue finished once a tile
-    (100, 1024, 64, 4, 1024, 3, True, True),  # x resident, each next tile loaded ahead (the last one masked off)
+    (100, 1024, 64, 8, 512, 0, False, ""),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
+    (100, 1024, 64, 4, 1024, 3, False, ""),  # x resident on 3 programs: every program takes several tiles
+    (96, 512, 128, 4, 512, 5, True, ""),  # x resident, the epilogue finished once a tile
+    (100, 1024, 64, 4, 1024, 3, True, "ahead"),  # x resident, each next tile loaded ahead (the last one masked off)
+    (100, 1024, 64, 4, 1024, 3, False, "words"),  # x as pairs of each packed word, several tiles a program, init
+    (100, 1024, 64, 4, 1024, 3, True, "words-ahead"),  # the word products, each next tile loaded ahead
+    (96, 512, 32, 8, 512, 12, True, "words"),  # the word products, one tile a program, the epilogue
 ]
 
 
 @pytest.mark.parametrize("form", ONE_ROW_FORMS, ids=lambda f: ("resident" if f[5] else "tiled")
-                         + ("-epilogue" if f[6] else "-init") + ("-ahead" if f[7] else ""))
+                         + ("-epilogue" if f[6] else "-init") + (f"-{f[7]}" if f[7] else ""))
 def test_one_row_forms_match_numpy_in_the_interpreter(form):
     """The dot-free forms for one int4 row: every element written and right to the f16 rounding
     of their products and sums of eight (a wrong group, scale or row gives errors of order 1)."""
@@ -204,6 +207,11 @@ def run_ptx(asm: str, operands: dict) -> dict:
         if not line or line.startswith(".reg"):
             continue
         op, args = line.split(None, 1)
+        if op == "mov.b32" and args.startswith("{"):  # {low, high} of a 32-bit register, as f16 values
+            halves, source = args[1:].split("}")
+            low, high = (h.strip() for h in halves.split(","))
+            regs[low], regs[high] = _f16x2(val(source.strip(" ,")))
+            continue
         dst, *src = [a.strip() for a in args.split(",")]
         if op == "mov.b32":
             regs[dst] = val(src[0])
@@ -219,6 +227,13 @@ def run_ptx(asm: str, operands: dict) -> dict:
         elif op == "fma.rn.f16x2":
             a, b, c = _f16x2(val(src[0])), _f16x2(val(src[1])), _f16x2(val(src[2]))
             regs[dst] = _word(*(np.float16(np.float32(x) * np.float32(y) + np.float32(z)) for x, y, z in zip(a, b, c)))
+        elif op == "mul.rn.f16x2":
+            a, b = _f16x2(val(src[0])), _f16x2(val(src[1]))
+            regs[dst] = _word(*(np.float16(np.float32(x) * np.float32(y)) for x, y in zip(a, b)))
+        elif op == "cvt.f32.f16":
+            regs[dst] = np.float32(regs[src[0]])
+        elif op == "add.f32":
+            regs[dst] = np.float32(regs[src[0]]) + np.float32(regs[src[1]])
         else:
             raise AssertionError(f"instruction {op} is not modelled here")
     return regs
@@ -241,6 +256,21 @@ def test_int4_widening_ptx_gives_every_nibble():
         hi = _f16x2(regs["$2"]) + _f16x2(regs["$3"])
         assert [float(v) for v in lo] == [_signed_nibble(b & 15) for b in data], hex(word)
         assert [float(v) for v in hi] == [_signed_nibble(b >> 4) for b in data], hex(word)
+
+
+def test_int4_word_dot_ptx_sums_each_element_times_its_x():
+    """One packed word (elements 0..7, element 2i in byte i's low nibble) times x given as the
+    pairs (x0, x2), (x4, x6), (x1, x3), (x5, x7): the sum of the eight products, to f16 rounding;
+    every element meets its own x (x a power of two per position: a swapped pair is off by far more)."""
+    rng = np.random.default_rng(1)
+    x = np.float16(2.0) ** np.arange(-3, 5, dtype=np.float16)  # x[e] = 2^(e - 3): distinct per element
+    words = [int(w) for w in rng.integers(0, 2**32, 256, dtype=np.uint64)] + [0x88888888, 0x77777777, 0x12345678]
+    pairs = {"$2": _word(x[0], x[2]), "$3": _word(x[4], x[6]), "$4": _word(x[1], x[3]), "$5": _word(x[5], x[7])}
+    for word in words:
+        regs = run_ptx(triton_dequant.INT4_WORD_DOT, {"$1": word, **pairs})
+        elements = [_signed_nibble(word >> (4 * e) & 15) for e in range(8)]
+        exact = sum(float(w) * float(v) for w, v in zip(elements, x))
+        assert abs(float(regs["$0"]) - exact) <= 1e-3 * float(np.abs(x).sum()) * 8, (hex(word), regs["$0"], exact)
 
 
 def test_int8_widening_ptx_gives_every_byte():

@@ -40,7 +40,7 @@ import functools
 import hashlib
 import json
 
-from inferx_compiler.kernels.triton_dequant import _WIDEN_INT4, INT4_TO_F16, DequantSpec
+from inferx_compiler.kernels.triton_dequant import _WIDEN_INT4, INT4_TO_F16, INT4_WORD_DOT, DequantSpec
 from inferx_compiler.kernels.triton_matmul import epilogue_code
 
 ENTRY = "inferx_dequant_chain"
@@ -102,6 +102,7 @@ class ChainSpec:
     # at once, which the barrier needs (0: the compiler's choice)
     max_registers: int = 0
     barrier: str = "one"  # who spins at the grid barrier (see _wait): one thread, all, or none (diagnostic)
+    words: bool = False  # the weights as 32-bit words times x pairs (triton_dequant's INT4_WORD_DOT)
 
     def __post_init__(self):
         if len(self.layers) < 2:
@@ -149,7 +150,7 @@ class ChainSpec:
         from inferx_compiler.kernels.triton_matmul import TRITON_VERSION
 
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
-                + INT4_TO_F16 + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
+                + INT4_TO_F16 + INT4_WORD_DOT + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
@@ -192,13 +193,15 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
     sub = min(bn, SUB_ROWS)
     groups, last = layer.k // layer.group, i == len(spec.layers) - 1
     source = "x_ptr" if i == 0 else f"act_ptr + {offset - layer.k}"
+    unit = 8 if spec.words else 2  # int4 values a loaded element: a 32-bit word or a byte
     loads = [f"rg = tl.arange(0, {groups})",
-             f"rb = (rg * {layer.group // 2})[None, :, None] + tl.arange(0, {layer.group // 2})[None, None, :]"]
+             f"rb = (rg * {layer.group // unit})[None, :, None] + tl.arange(0, {layer.group // unit})[None, None, :]"]
+    weights = f"l{i}_w_ptr.to(tl.pointer_type(tl.int32))" if spec.words else f"l{i}_w_ptr"
     for p in range(bn // sub):
         loads += [
             f"rn{p} = pid * {bn} + {p * sub} + tl.arange(0, {sub})",
             f"col_ok{p} = rn{p} < {layer.n}",
-            f"packed{p} = tl.load(l{i}_w_ptr + rn{p}[:, None, None] * {layer.k // 2} + rb, "
+            f"packed{p} = tl.load({weights} + rn{p}[:, None, None] * {layer.k // unit} + rb, "
             f"mask=col_ok{p}[:, None, None], other=0)",
             f"scale{p} = tl.load(l{i}_s_ptr + rn{p}[:, None] * {groups} + rg[None, :], mask=col_ok{p}[:, None], "
             "other=0.0)"]
@@ -206,13 +209,22 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
             f"N = {layer.n}"]
     wait = _wait(spec, i) if i else []
     body += loads + wait if spec.prefetch else wait + loads
-    body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
-             "cache_modifier='.cg').to(tl.float16)[None]"]
+    if spec.words:  # x pairs in INT4_WORD_DOT's order, read past L1 (other SMs wrote them)
+        for name, a, b in (("x02", 0, 2), ("x46", 4, 6), ("x13", 1, 3), ("x57", 5, 7)):
+            body += [f"{name} = (tl.load({source} + rb * 8 + {a}, cache_modifier='.cg').to(tl.float16)"
+                     ".to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF) | "
+                     f"(tl.load({source} + rb * 8 + {b}, cache_modifier='.cg').to(tl.float16)"
+                     ".to(tl.int16, bitcast=True).to(tl.int32) << 16)"]
+    else:
+        body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
+                 "cache_modifier='.cg').to(tl.float16)[None]"]
     body.append(f"l{i}_out_ptr = " + ("out_ptr" if last else f"act_ptr + {offset}"))
     epilogue = [line.strip() for line in epilogue_code(layer.spec(sub, spec.fast), f"l{i}_").splitlines()]
     for p in range(bn // sub):
         body += [f"rn = rn{p}", f"col_ok = col_ok{p}",
-                 f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]",
+                 (f"acc = tl.sum(tl.sum(_word_dots(packed{p}, x02, x46, x13, x57, {spec.fast}), axis=2) "
+                  f"* scale{p}.to(tl.float32), axis=1)[None, :]" if spec.words else
+                  f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]"),
                  "inside = row_ok[:, None] & col_ok[None, :]"] + epilogue
     if not last:
         body += ["tl.debug_barrier()", "tl.atomic_add(bar_ptr, 1, sem='release', scope='gpu')"]
@@ -252,6 +264,6 @@ def kernel_function(spec: ChainSpec):
     from inferx_compiler.kernels.triton_matmul import jit_from_source
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
-                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16),
+                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT),
                             "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE),
                             "POLL_ONE_RELAXED": tl.constexpr(POLL_ONE_RELAXED), "FENCE_ONE": tl.constexpr(FENCE_ONE)})

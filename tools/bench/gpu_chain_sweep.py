@@ -19,6 +19,7 @@ bytes over the device-to-device copy rate measured in the same run (read plus wr
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import json
 import math
@@ -33,7 +34,7 @@ from gpu_dequant_sweep import copy_rate, graphed, kernel_times, median_ms  # noq
 
 import chain_kernel as triton_chain  # noqa: E402  (the experiment's kernel, beside this file)
 from inferx_compiler.kernels import triton_dequant  # noqa: E402
-from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets  # noqa: E402
+from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets, compile_options  # noqa: E402
 
 
 def gelu_epilogue(n: int, out_type: str) -> Epilogue:
@@ -73,11 +74,12 @@ def reference(torch, x, layers):
     return h
 
 
-def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one"):
+def chain_spec(layers, n, k, group, per_sm, sms, warps, prefetch, barrier="one", words=False):
     specs = tuple(triton_chain.ChainLayer(n, k, group, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
                   for i in range(len(layers)))
     return triton_chain.ChainSpec(specs, per_sm * sms, "f16", warps=warps, prefetch=prefetch,
-                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier)
+                                  max_registers=triton_chain.registers_for(per_sm, warps), barrier=barrier,
+                                  words=words)
 
 
 def chain_runner(torch, spec, layers, x):
@@ -94,17 +96,35 @@ def chain_runner(torch, spec, layers, x):
     return body, out
 
 
-def layers_runner(torch, layers, n, k, group, sms, x, ahead=None):
-    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec); `ahead`
-    (True/False) overrides the resident form's loading of the next tile ahead."""
+def parse_form(text: str, n: int) -> dict:
+    """A layer form: comma-separated DequantSpec overrides of the build's one-row spec
+    (`words=1,block_n=8,programs=tiles`; values are Python literals, `programs=tiles` one tile a
+    program); "build" or "" is the spec as builds make it."""
+    form = {}
+    for item in filter(None, text.split(",")):
+        if item == "build":
+            continue
+        key, value = item.split("=")
+        form[key] = value if value == "tiles" else ast.literal_eval(value)
+    if form.get("programs") == "tiles":
+        form["programs"] = -(-n // form.get("block_n", 4))
+    return form
+
+
+def layers_runner(torch, layers, n, k, group, sms, x, form=None):
+    """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec), with
+    the overrides of `form` (parse_form)."""
     import dataclasses
 
     from passes.dequant_matvec import matvec_spec
 
     specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
              for i in range(len(layers))]
-    if ahead is not None:
-        specs = [dataclasses.replace(spec, ahead=ahead) for spec in specs]
+    if form:
+        for key, value in form.items():
+            if isinstance(getattr(specs[0], key), bool):
+                form[key] = bool(value)
+        specs = [dataclasses.replace(spec, **form) for spec in specs]
     outs = [torch.empty((1, n), dtype=torch.float16 if i < len(layers) - 1 else torch.float32, device="cuda")
             for i in range(len(layers))]
 
@@ -112,7 +132,7 @@ def layers_runner(torch, layers, n, k, group, sms, x, ahead=None):
         h = x
         for spec, (w, s, b, _, _), out in zip(specs, layers, outs):
             triton_dequant.kernel_function(spec)[spec.grid[:2]](h, w, s, None, b, out, **triton_dequant.constants(spec),
-                                                                num_warps=spec.warps, num_stages=spec.stages)
+                                                                **compile_options(spec))
             h = out
 
     return body, outs[-1], specs[0]
@@ -144,11 +164,13 @@ def main(argv=None) -> int:
     parser.add_argument("--group", type=int, default=128)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--replays", type=int, default=100)
-    parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM (comma list)")
+    parser.add_argument("--per-sm", default="1,2,3,4", help="programs a SM of the chain (comma list; empty: no chain)")
     parser.add_argument("--warps", default="4,8")
     parser.add_argument("--prefetch", default="1,0")
-    parser.add_argument("--ahead", default="0,1", help="comma list: the layer kernel loading its next tile ahead (1) "
-                        "or not (0)")
+    parser.add_argument("--forms", default="build", help="semicolon list of layer-kernel forms, each a comma list of "
+                        "DequantSpec overrides of the build's spec (e.g. 'build;words=1,max_registers=128;"
+                        "words=1,block_n=8,programs=tiles')")
+    parser.add_argument("--chain-words", default="0", help="comma list: the chain's products on bytes (0) or words (1)")
     parser.add_argument("--barrier", default="one", help="comma list of one, fence, all, none (none: a timing "
                         "diagnostic)")
     args = parser.parse_args(argv)
@@ -171,26 +193,32 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}, {sms} SMs, Triton {triton.__version__}: copy {rate / 1e12:.2f} TB/s, "
           f"{weight_bytes / 1e6:.1f} MB of weights and scales: floor {floor_us:.1f} us", flush=True)
 
-    for ahead in map(int, args.ahead.split(",")):
-        body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, bool(ahead))
-        body()
-        torch.cuda.synchronize()
-        replay = graphed(torch, body)
-        layers_row = {"system": "layers", "ahead": ahead, "config": str(spec.grid), "err": rel_err(torch, out, ref),
+    for text in args.forms.split(";"):
+        try:
+            body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, parse_form(text, n))
+            body()
+            torch.cuda.synchronize()
+            replay = graphed(torch, body)
+        except Exception as e:  # a form Triton cannot build
+            results["rows"].append({"system": "layers", "form": text, "error": str(e)[:300]})
+            print(f"layers, form {text!r}: failed: {str(e)[:300]}", flush=True)
+            continue
+        layers_row = {"system": "layers", "form": text, "spec": str(spec), "err": rel_err(torch, out, ref),
                       "us": 1e3 * median_ms(torch, replay, args.replays), "kernel_us": kernel_times(torch, replay)}
         results["rows"].append(layers_row)
-        print(f"layers (one launch each, as builds do), ahead {ahead}: {layers_row['us']:.1f} us, kernels "
-              f"{layers_row['kernel_us']}, err {layers_row['err']:.1e}", flush=True)
+        kernel = sum(layers_row["kernel_us"].values())
+        print(f"layers (a launch each), form {text!r}: {layers_row['us']:.1f} us a replay, {kernel:.1f} us in kernels "
+              f"({kernel / floor_us:.2f}x floor), err {layers_row['err']:.1e}", flush=True)
     torch_us = 1e3 * median_ms(torch, graphed(torch, torch_runner(torch, n, k, args.layers, x)), args.replays)
     results["rows"].append({"system": "torch-fp16", "us": torch_us})
     print(f"torch fp16 linear+GELU a layer: {torch_us:.1f} us", flush=True)
 
     best = None
-    for per_sm, warps, prefetch, barrier in itertools.product(
-            map(int, args.per_sm.split(",")), map(int, args.warps.split(",")), map(int, args.prefetch.split(",")),
-            args.barrier.split(",")):
+    for per_sm, warps, prefetch, barrier, words in itertools.product(
+            [int(v) for v in args.per_sm.split(",") if v], map(int, args.warps.split(",")),
+            map(int, args.prefetch.split(",")), args.barrier.split(","), map(int, args.chain_words.split(","))):
         try:
-            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier)
+            spec = chain_spec(layers, n, k, args.group, per_sm, sms, warps, bool(prefetch), barrier, bool(words))
         except ValueError as e:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: {e}", flush=True)
             continue
@@ -207,10 +235,10 @@ def main(argv=None) -> int:
             print(f"  {per_sm} a SM, {warps} warps, prefetch {prefetch}, barrier {barrier}: failed: {str(e)[:300]}", flush=True)
             continue
         row = {"system": "chain", "per_sm": per_sm, "programs": spec.programs, "warps": warps, "prefetch": prefetch,
-               "barrier": barrier, "block_n": spec.block_n(0), "us": us, "err": err}
+               "barrier": barrier, "words": words, "block_n": spec.block_n(0), "us": us, "err": err}
         results["rows"].append(row)
         print(f"  chain {per_sm} a SM ({spec.programs} programs, {spec.block_n(0)} rows each), {warps} warps, "
-              f"prefetch {prefetch}, barrier {barrier}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
+              f"prefetch {prefetch}, barrier {barrier}, words {words}: {us:.1f} us ({us / floor_us:.2f}x floor), err {err:.1e}", flush=True)
         if err < 2e-3 and barrier != "none" and (best is None or us < best[0]["us"]):
             best = (row, replay)
     if best:
