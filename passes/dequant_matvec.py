@@ -26,7 +26,11 @@ sums) but a launch fewer a layer, which IREE's per-call host work makes the larg
 at batch 1: 0.222 -> 0.209 ms a call). One int4 row takes the dot-free form instead, always in
 one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row tensor-core tile
 that is 15/16 padding, with x loaded once a program where the whole row fits (the MLP's eight
-layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call). Measured on an H200
+layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call); there the
+weights are loaded as 32-bit words and multiplied by x held as the f16 pairs of each word (no
+relayout between them), each next tile loaded before this one's products, under a budget of 128
+registers that makes ptxas issue a tile's loads at once (the MLP b1 on an H100, same run: kernels
+58 -> 44 us, 0.175 -> 0.149 ms a call; docs/bench/2026-12-06-int4-words/). Measured on an H200
 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
@@ -60,6 +64,8 @@ PROGRAMS_PER_SM = 3
 RESIDENT_BLOCK_N = 4
 ONE_ROW_PROGRAMS_PER_SM = 4
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
+# x resident: its weights as words with each next tile loaded ahead, under this register budget (4 programs
+# of 128 threads a SM still fit: 64 K registers); without a budget ptxas issued a tile's loads two at a time
 RESIDENT_REGISTERS = 128
 ONE_ROW_BLOCK_N = 8
 ONE_ROW_MAX_STEP = 2048

@@ -19,7 +19,11 @@ with x [M, K] f16 (M small: the rows ride a 16-row dot, zero-padded), the intege
 f16 exactly, f32 accumulation. One int4 row has a dot-free form (`dot=False`): the products
 and sums of eight in f16 on the CUDA cores (relative error about 5e-4, the order of the
 tensor-core form's f16-scaled weights), f32 sums a group; with `programs` set, x stays in
-registers and each program takes whole weight rows in turn (`_RESIDENT_LOADS`). Slices (S > 1, the grid's second dimension) put more loads in
+registers and each program takes whole weight rows in turn (`_RESIDENT_LOADS`); builds take its
+word form there (`words`: the weight as 32-bit words, x as the f16 pairs of each word,
+INT4_WORD_DOT: 17 instructions a word, no relayout), each next tile loaded ahead, under a
+register budget (`max_registers`), which took the 8x4096^2 MLP's layers from 58 to 44 us on an
+H100 (docs/bench/2026-12-06-int4-words/). Slices (S > 1, the grid's second dimension) put more loads in
 flight for a narrow output and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
@@ -342,7 +346,7 @@ class DequantSpec(TileGrid):
     dot: bool = True  # False (int4, one row): no tensor cores, f16 products and sums of eight, f32 group sums
     programs: int = 0  # > 0: the resident-x form (int4, one row, whole rows a tile) on this many programs
     # resident form: the next tile's weights loaded before this tile's products (twice the bytes in
-    # flight a program); off in builds until measured on a GPU (tools/bench/gpu_chain_sweep.py --ahead 0,1)
+    # flight a program; the first tile's before x's relayout)
     ahead: bool = False
     # resident form: x as f16 pairs of the packed words, products by INT4_WORD_DOT
     words: bool = False

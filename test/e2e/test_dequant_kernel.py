@@ -12,6 +12,8 @@ and tools/bench/gpu_dequant_sweep.py (against float64).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -295,8 +297,22 @@ def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
     ptx = first.ptx.decode()
     assert ".target sm_90" in ptx and "lop3.b32" in ptx and "prmt.b32" in ptx
     assert "cvt.rn.f16.s" not in ptx  # no integer conversions left on the slow unit
+    assert ".maxnreg" not in ptx  # no register budget unless the spec sets one
     assert first.ptx == again.ptx
     assert first.parameters == 3 + 1 + 2  # x, w, scale, out and Triton's two scratch pointers
+
+
+def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_path):
+    """The one-row kernel builds take: INT4_WORD_DOT's products inline (its f16x2 multiply and
+    fmas on x pairs, not the byte form's widening alone) and `.maxnreg 128` in the PTX."""
+    from inferx_compiler.passes.dequant_matvec import matvec_spec
+
+    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
+    ptx = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path)).ptx.decode()
+    assert ".maxnreg 128" in ptx
+    assert "mul.rn.f16x2" in ptx and ptx.count("fma.rn.f16x2 s, b") >= 1
+    plain = dataclasses.replace(spec, words=False, ahead=False, max_registers=0)
+    assert "mul.rn.f16x2" not in triton_dequant.compile_kernel(plain, cache_dir=str(tmp_path)).ptx.decode()
 
 
 def test_rule_splits_k_until_every_sm_has_work():
@@ -306,6 +322,7 @@ def test_rule_splits_k_until_every_sm_has_work():
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)  # one row: x resident, four programs a SM
     assert (spec.dot, spec.split, spec.block_n, spec.grid, spec.has_init) == (False, 1, 4, (528, 1, 1), True)
+    assert (spec.words, spec.ahead, spec.max_registers) == (True, True, 128)  # 4 x 128 threads x 128 fit a SM
     spec = matvec_spec(1, 768, 3072, "int4", 128, 132, 90)  # 24 groups: tiles, in steps of 8 groups
     assert (spec.dot, spec.programs, spec.block_n, spec.step, spec.grid) == (False, 0, 8, 1024, (96, 1, 1))
     spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 64-row tiles, slices of at least 8 steps
