@@ -157,11 +157,12 @@ def _group_sums(packed, x, scale, FAST: tl.constexpr):
 
 
 @triton.jit
-def _x_pair(x_ptr, first, A: tl.constexpr, B: tl.constexpr):
-    """x[first + A] and x[first + B] (f16) as one 32-bit word, A in the low half."""
-    lo = tl.load(x_ptr + first + A).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
-    hi = tl.load(x_ptr + first + B).to(tl.int16, bitcast=True).to(tl.int32)
-    return lo | (hi << 16)
+def _x_pair(x_ptr, first, A: tl.constexpr, B: tl.constexpr, CACHE: tl.constexpr):
+    """x[first + A] and x[first + B] as f16 in one 32-bit word, A in the low half (loads with
+    cache modifier CACHE: "" or, for values other programs of the launch wrote, ".cg")."""
+    lo = tl.load(x_ptr + first + A, cache_modifier=CACHE).to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+    hi = tl.load(x_ptr + first + B, cache_modifier=CACHE).to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
+    return (lo & 0xFFFF) | (hi << 16)
 
 
 @triton.jit
@@ -292,10 +293,10 @@ _RESIDENT_LOADS = '''\
     if AHEAD:  # the first tile's weights loaded before x, each next one's before this one's products
         wq, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), ro, rg, N, K, GROUP, WORDS)
     if WORDS:  # x as the f16 pairs of each packed word, in INT4_WORD_DOT's order
-        x02 = _x_pair(x_ptr, ro * 8, 0, 2)
-        x46 = _x_pair(x_ptr, ro * 8, 4, 6)
-        x13 = _x_pair(x_ptr, ro * 8, 1, 3)
-        x57 = _x_pair(x_ptr, ro * 8, 5, 7)
+        x02 = _x_pair(x_ptr, ro * 8, 0, 2, "")
+        x46 = _x_pair(x_ptr, ro * 8, 4, 6, "")
+        x13 = _x_pair(x_ptr, ro * 8, 1, 3, "")
+        x57 = _x_pair(x_ptr, ro * 8, 5, 7, "")
     else:
         xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):

@@ -210,11 +210,8 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
     wait = _wait(spec, i) if i else []
     body += loads + wait if spec.prefetch else wait + loads
     if spec.words:  # x pairs in INT4_WORD_DOT's order, read past L1 (other SMs wrote them)
-        for name, a, b in (("x02", 0, 2), ("x46", 4, 6), ("x13", 1, 3), ("x57", 5, 7)):
-            body += [f"{name} = (tl.load({source} + rb * 8 + {a}, cache_modifier='.cg').to(tl.float16)"
-                     ".to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF) | "
-                     f"(tl.load({source} + rb * 8 + {b}, cache_modifier='.cg').to(tl.float16)"
-                     ".to(tl.int16, bitcast=True).to(tl.int32) << 16)"]
+        body += [f"{name} = _x_pair({source}, rb * 8, {a}, {b}, '.cg')"
+                 for name, a, b in (("x02", 0, 2), ("x46", 4, 6), ("x13", 1, 3), ("x57", 5, 7))]
     else:
         body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
                  "cache_modifier='.cg').to(tl.float16)[None]"]

@@ -98,35 +98,33 @@ def chain_runner(torch, spec, layers, x):
     return body, out
 
 
-def parse_form(text: str, n: int) -> dict:
-    """A layer form: comma-separated DequantSpec overrides of the build's one-row spec
-    (`words=1,block_n=8,programs=tiles`; values are Python literals, `programs=tiles` one tile a
-    program); "build" or "" is the spec as builds make it."""
+def apply_form(spec, text: str):
+    """`spec` (the build's one-row DequantSpec) with the overrides of a layer form: a
+    comma-separated list (`words=1,block_n=8,programs=tiles`; values are Python literals, booleans
+    as 0/1, `programs=tiles` one tile a program); "build" or "" leaves it as builds make it."""
+    import dataclasses
+
     form = {}
     for item in filter(None, text.split(",")):
         if item == "build":
             continue
         key, value = item.split("=")
         form[key] = value if value == "tiles" else ast.literal_eval(value)
+        if isinstance(getattr(spec, key), bool):
+            form[key] = bool(form[key])
     if form.get("programs") == "tiles":
-        form["programs"] = -(-n // form.get("block_n", 4))
-    return form
+        form["programs"] = -(-spec.n // form.get("block_n", spec.block_n))
+    return dataclasses.replace(spec, **form)
 
 
-def layers_runner(torch, layers, n, k, group, sms, x, form=None):
+def layers_runner(torch, layers, n, k, group, sms, x, form: str = ""):
     """One launch a layer, configured as builds configure it (dequant_matvec.matvec_spec), with
-    the overrides of `form` (parse_form)."""
-    import dataclasses
-
+    the overrides of the layer form `form` (apply_form)."""
     from passes.dequant_matvec import matvec_spec
 
-    specs = [matvec_spec(1, n, k, "int4", group, sms, 90, gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16"))
+    specs = [apply_form(matvec_spec(1, n, k, "int4", group, sms, 90,
+                                    gelu_epilogue(n, "f32" if i == len(layers) - 1 else "f16")), form)
              for i in range(len(layers))]
-    if form:
-        for key, value in form.items():
-            if isinstance(getattr(specs[0], key), bool):
-                form[key] = bool(value)
-        specs = [dataclasses.replace(spec, **form) for spec in specs]
     outs = [torch.empty((1, n), dtype=torch.float16 if i < len(layers) - 1 else torch.float32, device="cuda")
             for i in range(len(layers))]
 
@@ -197,7 +195,7 @@ def main(argv=None) -> int:
 
     for text in args.forms.split(";"):
         try:
-            body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, parse_form(text, n))
+            body, out, spec = layers_runner(torch, layers, n, k, args.group, sms, x, text)
             body()
             torch.cuda.synchronize()
             replay = graphed(torch, body)

@@ -14,7 +14,6 @@ uses) follows closely but not necessarily exactly.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import subprocess
@@ -25,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gpu_chain_sweep import gelu_epilogue, parse_form  # noqa: E402
+from gpu_chain_sweep import apply_form, gelu_epilogue  # noqa: E402
 
 from inferx_compiler.kernels.triton_dequant import compile_kernel  # noqa: E402
 from passes.dequant_matvec import matvec_spec  # noqa: E402
@@ -71,10 +70,7 @@ def memory_positions(listing: str) -> list[str]:
 def main(argv=None) -> int:
     forms = (argv if argv is not None else sys.argv[1:]) or [""]
     for text in forms:
-        spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90, gelu_epilogue(4096, "f16"))
-        overrides = parse_form(text, 4096)
-        overrides = {k: bool(v) if isinstance(getattr(spec, k), bool) else v for k, v in overrides.items()}
-        spec = dataclasses.replace(spec, **overrides)
+        spec = apply_form(matvec_spec(1, 4096, 4096, "int4", 128, 132, 90, gelu_epilogue(4096, "f16")), text)
         with tempfile.TemporaryDirectory() as work:
             compiled = compile_kernel(spec, cache_dir=work)
             report, listing = sass(compiled.ptx, work)
