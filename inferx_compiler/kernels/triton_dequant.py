@@ -178,12 +178,15 @@ def _x_pair(x_ptr, first, A: tl.constexpr, B: tl.constexpr, CACHE: tl.constexpr)
 @triton.jit
 def _prefetch_l2(ptr, BYTES: tl.constexpr, CHUNK: tl.constexpr, THREADS: tl.constexpr):
     """This program's share of BYTES bytes at `ptr` brought into L2: a chunk of CHUNK bytes a
-    thread, program p's threads taking chunks p * THREADS onwards (the last one cut at BYTES)."""
-    c = tl.program_id(0) * THREADS + tl.arange(0, THREADS)
-    start = c.to(tl.int64) * CHUNK
+    warp (issued by the thread holding every 32nd element: ptxas runs a bulk prefetch once for
+    each distinct address in a warp), program p's warps taking chunks p * THREADS / 32 onwards,
+    the last one cut at BYTES."""
+    i = tl.arange(0, THREADS)
+    start = (tl.program_id(0) * (THREADS // 32) + i // 32).to(tl.int64) * CHUNK
     size = tl.minimum(BYTES - start, CHUNK).to(tl.int32)
-    tl.inline_asm_elementwise(PREFETCH_L2, "=r,l,r,r", [ptr.to(tl.pointer_type(tl.int8)) + start,
-                              (start < BYTES).to(tl.int32), size], dtype=tl.int32, is_pure=False, pack=1)
+    issue = (i % 32 == 0) & (start < BYTES)
+    tl.inline_asm_elementwise(PREFETCH_L2, "=r,l,r,r", [ptr.to(tl.pointer_type(tl.int8)) + start, issue.to(tl.int32),
+                              size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -382,7 +385,7 @@ class DequantSpec(TileGrid):
     max_registers: int = 0
     # resident form, sm_90: the bytes of up to two more tensors (the next layer's weight and
     # scales: pointers p0_ptr, p1_ptr) that the launch brings into L2 for the kernel after it, each
-    # program a share (PREFETCH_L2); multiples of 16
+    # warp a share (PREFETCH_L2); multiples of 16
     prefetch: tuple = ()
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
@@ -432,10 +435,10 @@ class DequantSpec(TileGrid):
         return 32 * self.warps
 
     def prefetch_chunk(self, size: int) -> int:
-        """Bytes a thread prefetches of a `size`-byte tensor: its share over the launch's threads,
+        """Bytes a warp prefetches of a `size`-byte tensor: its share over the launch's warps,
         rounded up to 16, and at least an L2 line (128 bytes)."""
-        threads = self.threads * self.grid[0] * self.grid[1]
-        return max(128, -(-size // (16 * threads)) * 16)
+        warps = self.warps * self.grid[0] * self.grid[1]
+        return max(128, -(-size // (16 * warps)) * 16)
 
     @property
     def weight_bytes(self) -> int:

@@ -317,7 +317,7 @@ def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_pat
 
 def test_one_row_kernel_prefetches_the_next_layer_into_l2(tmp_path):
     """A prefetching spec takes two more pointers and issues one bulk L2 prefetch a tensor, each
-    thread a chunk, the launch's chunks covering every byte; without prefetch there is none."""
+    warp a chunk, the launch's chunks covering every byte; without prefetch there is none."""
     from inferx_compiler.passes.dequant_matvec import matvec_spec
 
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
@@ -328,11 +328,11 @@ def test_one_row_kernel_prefetches_the_next_layer_into_l2(tmp_path):
     assert compiled.ptx.decode().count("cp.async.bulk.prefetch.L2.global") == 2
     assert "cp.async.bulk.prefetch" not in plain.ptx.decode()
     assert compiled.parameters == plain.parameters + 2 and fetching.input_bindings == spec.input_bindings + 2
-    threads = fetching.threads * fetching.grid[0]
+    warps = fetching.warps * fetching.grid[0]
     for size in (*sizes, 16, 4096 * 4096 // 2 + 48, 1 << 30):
         chunk = fetching.prefetch_chunk(size)
-        assert chunk % 16 == 0 and chunk >= 128 and chunk * threads >= size, (size, chunk)
-        assert (chunk - 16) * threads < size or chunk == 128  # no larger than it needs to be
+        assert chunk % 16 == 0 and chunk >= 128 and chunk * warps >= size, (size, chunk)
+        assert (chunk - 16) * warps < size or chunk == 128  # no larger than it needs to be
 
 
 def test_prefetch_is_a_choice_of_the_resident_form_on_hopper():
