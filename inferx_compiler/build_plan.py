@@ -107,7 +107,6 @@ def iree_input_pipeline(target: Target, options: CompileOptions, isolate_casts: 
     if integer_layers(options) or (options.plan is None and options.precision in ("int8", "int4", "auto")):
         # (without a resolved plan, e.g. --dump-pipeline: the pass a plan of this mode may need)
         matvec = "" if options.runs("inferx-dequant-matvec") else " matvec-kernel=false"
-        matvec += "" if options.runs("inferx-prefetch-next") else " prefetch-next=false"
         passes.append(f"inferx-quantize-contractions{{target={target.name} group-size={options.group_size}{matvec}}}")
     if target.backend == "cuda" and target.arch in HOPPER_ARCHS and options.runs("inferx-hopper-matmul"):
         epilogue = "" if options.runs("inferx-hopper-epilogue") else " epilogue=false"

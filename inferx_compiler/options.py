@@ -18,11 +18,10 @@ ATTENTION_CHOICES = ("auto", "on", "off")
 # a matmul that its kernel finishes (disabled: the kernel stores the f32 product and IREE runs the
 # rest), and one kernel for sibling matmuls reading the same input (disabled: a kernel each).
 # inferx-dequant-matvec names the CUDA weight-only kernel of inferx-quantize-contractions
-# (disabled: IREE's dequantize-and-matmul); inferx-prefetch-next the L2 prefetch of the next
-# layer's weights by its one-row form (disabled: each layer reads its weights from memory itself).
+# (disabled: IREE's dequantize-and-matmul).
 OPTIONAL_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy", "inferx-fuse-attention",
                    "inferx-split-reduction", "inferx-hopper-matmul", "inferx-amx-matmul", "inferx-f32-matmul", "inferx-softmax-kernel", "inferx-pool-kernel", "inferx-cpu-math", "inferx-hopper-epilogue", "inferx-hopper-group",
-                   "inferx-dequant-matvec", "inferx-prefetch-next", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
+                   "inferx-dequant-matvec", "inferx-dispatch-config", "inferx-isolate-casts", "inferx-narrow-parameters")
 
 
 @dataclass(frozen=True)

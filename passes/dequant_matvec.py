@@ -134,26 +134,6 @@ def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
     return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, ONE_ROW_BLOCK_N, step, **common)
 
 
-def prefetch_sizes(spec, sizes: list, l2_bytes: Optional[int]) -> list:
-    """The bytes of each of the next layer's stored tensors (weight, scales) that the layer of
-    `spec` brings into L2 for it: only the one-row resident form prefetches (its launch runs
-    below the memory's rate alone: 5.5 us against 2.9 for the MLP's 8 MiB layers on an H100), on
-    sm_90 and later; the weight first, cut to half the L2 (the other half holds what the next
-    layer itself prefetches), each size rounded down to 16 bytes; empty where nothing fits."""
-    from inferx_compiler.kernels.triton_dequant import PREFETCH_MIN_ARCH
-
-    if not spec.programs or spec.arch < PREFETCH_MIN_ARCH or not l2_bytes:
-        return []
-    budget, out = l2_bytes // 2, []
-    for size in sizes:
-        take = min(size, budget) // 16 * 16
-        if take <= 0:
-            break
-        out.append(take)
-        budget -= take
-    return out
-
-
 def declined(target) -> Optional[str]:
     """Why the kernel is not available for `target` (a CUDA Target), or None."""
     from inferx_compiler.kernels import triton_matmul
@@ -163,22 +143,18 @@ def declined(target) -> Optional[str]:
     return triton_matmul.available()
 
 
-def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None, prefetched=()) -> None:
+def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
     """Replace `matmul` (whose operands are now x16, the stored weight and its scales, the init
     y0) by the kernel, declared in `module` once per configuration: y0 + x16 . dequantize(wq,
     scale), or, with an epilogue `plan` (matmul_epilogue.EpiloguePlan; spec.epilogue is its
-    Epilogue), the value its ops computed, which are erased with the matmul; `prefetched`: the
-    values (the next layer's stored tensors) whose first spec.prefetch bytes the kernel brings
-    into L2. x16 must be built before the matmul; call inside the matmul's location."""
+    Epilogue), the value its ops computed, which are erased with the matmul. x16 must be built
+    before the matmul; call inside the matmul's location."""
     from inferx_compiler.kernels import triton_dequant
 
-    if len(prefetched) != len(spec.prefetch):
-        raise ValueError(f"{len(prefetched)} tensors to prefetch for a kernel that prefetches {len(spec.prefetch)}")
     kernel = _external(triton_dequant.compile_kernel(spec), plan)
     if not _declared(module, kernel.name):
         declare(module, kernel)
-    arguments = [x16, wq, scale] + ([y0] if spec.has_init else []) + list(prefetched)
-    replace_product(matmul, kernel, arguments, spec.split, y0, plan)
+    replace_product(matmul, kernel, [x16, wq, scale] + ([y0] if spec.has_init else []), spec.split, y0, plan)
 
 
 def _declared(module, name: str) -> bool:
@@ -214,6 +190,5 @@ def _form(spec) -> str:
     if spec.programs:
         return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "")
                 + (", next tile ahead" if spec.ahead else "")
-                + (f", {spec.max_registers} registers" if spec.max_registers else "")
-                + (f", prefetches {'+'.join(map(str, spec.prefetch))} bytes into L2" if spec.prefetch else ""))
+                + (f", {spec.max_registers} registers" if spec.max_registers else ""))
     return "" if spec.dot else ", CUDA cores"

@@ -59,16 +59,12 @@ took 107 us a layer, against 11 us for f16).
 Where the rows are not tokens (the matrix-vector form: weight stored [N, K] / [N, K/G, G]), the
 product runs on our Triton kernel instead (passes/dequant_matvec.py: static rows up to 64, sm_80
 and later, Triton installed; `matvec-kernel=false` or `--disable-pass inferx-dequant-matvec`
-keeps IREE's form), with the reason in the remark where it declines. There a one-row layer also
-brings the next weight-only layer's stored weight and scales (the next in its block, where IREE
-launches it next) into the GPU's L2 while it streams its own (`prefetch-next=false` turns it off),
-so that the next layer reads them from L2 (dequant_matvec.prefetch_sizes says how much).
+keeps IREE's form), with the reason in the remark where it declines.
 
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
 whose group size does not divide K, a matmul whose operands are not f32. A target without an
 executable backend fails the pass. Spelled
-`inferx-quantize-contractions{target=cpu group-size=128 vnni-kernel=true matvec-kernel=true
-prefetch-next=true}`.
+`inferx-quantize-contractions{target=cpu group-size=128 vnni-kernel=true matvec-kernel=true}`.
 """
 
 from __future__ import annotations
@@ -460,12 +456,11 @@ def _stored_types(scheme: WeightScheme, k: int, n: int):
             ir.RankedTensorType.get([groups, n], scale))
 
 
-def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, workers: int = 0):
+def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, workers: int = 0) -> None:
     """`kernel`: (kind, object file) of the VNNI kernel to use (CPU: "u8s8", or "u8s4" for int4;
-    None: IREE's s8 x s8 code), or (CUDA, the weight-only form) the DequantSpec of our kernel,
-    the epilogue plan it finishes and the tensors it prefetches into L2 (None: IREE's
-    dequantize-and-matmul); `workers` the CPU target's cores (the kernels' column tiles for a
-    few rows). Returns the stored weight and scales (function arguments)."""
+    None: IREE's s8 x s8 code), or (CUDA, the weight-only form) the DequantSpec of our kernel
+    and the epilogue plan it finishes (None: IREE's dequantize-and-matmul); `workers` the CPU
+    target's cores (the kernels' column tiles for a few rows)."""
     x, y0, matmul_rhs = matmul.operands[0], matmul.operands[2], matmul.operands[1]
     k, n = x.type.shape[1], y0.type.shape[1]
     func_op = weight.value.owner.owner.operation
@@ -476,10 +471,10 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, wor
     from iree.compiler import ir
 
     with ir.InsertionPoint(matmul), matmul.location:
-        if scheme.f16_scales and kernel is not None:  # (DequantSpec, EpiloguePlan or None, prefetched values)
+        if scheme.f16_scales and kernel is not None:  # (DequantSpec, EpiloguePlan or None)
             dequant_matvec.rewrite(func_op.parent, matmul, to_f16(x), wq, scale, y0, *kernel)
             _erase_unused_transpose(matmul_rhs)
-            return wq, scale
+            return
         if scheme.f16_scales:
             y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
         elif kernel is not None and kernel[0] == "u8s4":
@@ -502,18 +497,6 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, wor
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
     _erase_unused_transpose(matmul_rhs)
-    return wq, scale
-
-
-def _stored_bytes(value) -> int:
-    """The bytes of a stored tensor (integers or floats; int4 packed two a byte)."""
-    from iree.compiler import ir
-
-    t = ir.RankedTensorType(value.type)
-    count = 1
-    for d in t.shape:
-        count *= d
-    return count * t.element_type.width // 8
 
 
 def _erase_unused_transpose(weight) -> None:
@@ -534,7 +517,6 @@ class QuantizeContractions(TargetedPass):
     group_size: int = 128
     vnni_kernel: bool = True  # CPU targets with AVX-512 VNNI: our u8 x s8 / u8 x s4 kernels
     matvec_kernel: bool = True  # CUDA targets, rows that are not tokens: our Triton kernel (dequant_matvec)
-    prefetch_next: bool = True  # CUDA, our one-row kernel: the next weight-only layer's stored tensors into L2
 
     def __post_init__(self):
         super().__post_init__()
@@ -549,23 +531,16 @@ class QuantizeContractions(TargetedPass):
             # last layer first: a layer's f16 input cast then exists when the layer before it is
             # rewritten, and our kernel can finish that cast in its epilogue
             ops = list(reversed(ops))
-        following = {}  # block -> the stored (weight, scales) of the weight-only layer after the one at hand
         for op in ops:
             precision = ir.StringAttr(op.attributes[PRECISION_ATTR]).value
             if precision not in INTEGER_PRECISIONS:
                 continue
             del op.attributes[PRECISION_ATTR]
-            block = op.operation.block
-            stored = self._quantize(op, precision, following.get(block))
-            if stored is not None and self.target_record().backend == "cuda":
-                following[block] = stored
+            self._quantize(op, precision)
         for func_op in public_functions(module):
             erase_unused_parameter_arguments(func_op)
 
-    def _quantize(self, op, precision: str, following=None):
-        """Rewrite `op`; `following`: the stored (weight, scales) of the next weight-only layer in
-        its block (CUDA), which our one-row kernel prefetches. Returns op's stored (weight,
-        scales), or None where it declined."""
+    def _quantize(self, op, precision: str) -> None:
         label = "int8" if precision == "i8" else "int4"
         backend = self.target_record().backend
         if backend not in ("llvm-cpu", "cuda"):
@@ -593,13 +568,12 @@ class QuantizeContractions(TargetedPass):
         if not gpu and self.vnni_kernel:
             kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0)
         if gpu and k_inner:
-            kernel, why_not = self._matvec_kernel(op, n, k, precision, following)
+            kernel, why_not = self._matvec_kernel(op, n, k, precision)
         if gpu and kernel is not None:
-            spec, plan, prefetched = kernel
+            spec, plan = kernel
             finished = ("" if plan is None else f", {op_counts(plan.fused)} finished in it" if plan.ops
                         else ", the init added in it")
-            ahead = f", {sum(spec.prefetch)} bytes of the next layer prefetched into L2" if prefetched else ""
-            how = f"f16 activations, weights widened in our kernel (Triton, split {spec.split}{finished}{ahead}), f32 sums"
+            how = f"f16 activations, weights widened in our kernel (Triton, split {spec.split}{finished}), f32 sums"
         elif gpu:
             how = "f16 activations, weights dequantized in the matmul, f32 sums" + (
                 f" (not our kernel: {why_not})" if why_not else "")
@@ -613,12 +587,11 @@ class QuantizeContractions(TargetedPass):
             how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
         remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
         with op.context:
-            return rewrite(op, weight, scheme, kernel, self.target_record().cores or 0)
+            rewrite(op, weight, scheme, kernel, self.target_record().cores or 0)
 
-    def _matvec_kernel(self, op, n: int, k: int, precision: str, following=None):
-        """((DequantSpec, EpiloguePlan or None, values to prefetch), None) for a CUDA weight-only
-        product in the matrix-vector form, or (None, why not). `following`: the next layer's stored
-        (weight, scales), prefetched where the kernel's form does it."""
+    def _matvec_kernel(self, op, n: int, k: int, precision: str):
+        """((DequantSpec, EpiloguePlan or None), None) for a CUDA weight-only product in the
+        matrix-vector form, or (None, why not)."""
         if not self.matvec_kernel:
             return None, "matvec-kernel=false"
         target = self.target_record()
@@ -635,12 +608,7 @@ class QuantizeContractions(TargetedPass):
                                           plan.epilogue if plan is not None else None)
         if isinstance(spec, str):
             return None, spec
-        prefetched = []
-        if self.prefetch_next and following is not None:
-            sizes = dequant_matvec.prefetch_sizes(spec, [_stored_bytes(v) for v in following], target.l2_bytes)
-            spec = dataclasses.replace(spec, prefetch=tuple(sizes)) if sizes else spec
-            prefetched = list(following[:len(sizes)])
-        return (spec, plan if spec.epilogue is not None else None, prefetched), None
+        return (spec, plan if spec.epilogue is not None else None), None
 
     def _vnni_kernel(self, k: int, n: int, group: int) -> tuple[Optional[tuple[str, str]], Optional[str]]:
         """((kind, object file), None), or (None, why not) for a product with a [K, N] weight:

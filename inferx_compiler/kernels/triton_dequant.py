@@ -112,18 +112,8 @@ cvt.f32.f16 f0, s0;
 cvt.f32.f16 f1, s1;
 add.f32 $0, f0, f1;
 }"""
-# Bring `$3` bytes at global address `$1` into L2 where `$2` is not zero (Hopper's bulk prefetch:
-# no registers, no wait; the data is in L2 when a later kernel reads it). `$0` is unused.
-PREFETCH_L2 = """{
-.reg .pred p;
-setp.ne.b32 p, $2, 0;
-@p cp.async.bulk.prefetch.L2.global [$1], $3;
-mov.b32 $0, 0;
-}"""
-PREFETCH_MIN_ARCH = 90  # cp.async.bulk.prefetch needs sm_90
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS",
-              "AHEAD", "WORDS", "THREADS", "P0_BYTES", "P0_CHUNK", "P1_BYTES", "P1_CHUNK")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
@@ -173,20 +163,6 @@ def _x_pair(x_ptr, first, A: tl.constexpr, B: tl.constexpr, CACHE: tl.constexpr)
     lo = tl.load(x_ptr + first + A, cache_modifier=CACHE).to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
     hi = tl.load(x_ptr + first + B, cache_modifier=CACHE).to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32)
     return (lo & 0xFFFF) | (hi << 16)
-
-
-@triton.jit
-def _prefetch_l2(ptr, BYTES: tl.constexpr, CHUNK: tl.constexpr, THREADS: tl.constexpr):
-    """This program's share of BYTES bytes at `ptr` brought into L2: a chunk of CHUNK bytes a
-    warp (issued by the thread holding every 32nd element: ptxas runs a bulk prefetch once for
-    each distinct address in a warp), program p's warps taking chunks p * THREADS / 32 onwards,
-    the last one cut at BYTES."""
-    i = tl.arange(0, THREADS)
-    start = (tl.program_id(0) * (THREADS // 32) + i // 32).to(tl.int64) * CHUNK
-    size = tl.minimum(BYTES - start, CHUNK).to(tl.int32)
-    issue = (i % 32 == 0) & (start < BYTES)
-    tl.inline_asm_elementwise(PREFETCH_L2, "=r,l,r,r", [ptr.to(tl.pointer_type(tl.int8)) + start, issue.to(tl.int32),
-                              size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -307,10 +283,6 @@ _PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :]
 _RESIDENT_LOADS = '''\
     pid = tl.program_id(0)
     s = tl.program_id(1)
-    if FAST and P0_BYTES:  # the next layer's weights (and scales) into L2 while this one streams its own
-        _prefetch_l2(p0_ptr, P0_BYTES, P0_CHUNK, THREADS)
-    if FAST and P1_BYTES:
-        _prefetch_l2(p1_ptr, P1_BYTES, P1_CHUNK, THREADS)
     rm = tl.arange(0, 1)
     row_ok = rm < M
     rg = tl.arange(0, K // GROUP)
@@ -383,10 +355,6 @@ class DequantSpec(TileGrid):
     # schedule: without one it issued a tile's weight loads two at a time, each pair after the
     # previous one's products, and its scale and init loads after them (one wait for memory each)
     max_registers: int = 0
-    # resident form, sm_90: the bytes of up to two more tensors (the next layer's weight and
-    # scales: pointers p0_ptr, p1_ptr) that the launch brings into L2 for the kernel after it, each
-    # warp a share (PREFETCH_L2); multiples of 16
-    prefetch: tuple = ()
     # the elementwise ops after the product (triton_matmul.Epilogue: bias, activation, the f16
     # cast for the next layer), finished in the kernel; None: the f32 slices are stored [S, M, N]
     epilogue: Optional[object] = None
@@ -409,12 +377,8 @@ class DequantSpec(TileGrid):
         if self.programs and (self.dot or self.m != 1 or self.split != 1 or groups & (groups - 1)):
             raise ValueError("the resident-x form takes the dot-free form, one row, one slice and K / group a "
                              "power of two")
-        if (self.ahead or self.words or self.prefetch) and not self.programs:
-            raise ValueError("loading ahead, the word products and prefetching are choices of the resident-x form")
-        if self.prefetch and (len(self.prefetch) > 2 or self.arch < PREFETCH_MIN_ARCH
-                              or any(b <= 0 or b % 16 for b in self.prefetch)):
-            raise ValueError(f"prefetch {self.prefetch} on sm_{self.arch}: up to two tensors of a positive multiple "
-                             f"of 16 bytes, on sm_{PREFETCH_MIN_ARCH} or later")
+        if (self.ahead or self.words) and not self.programs:
+            raise ValueError("loading ahead and the word products are choices of the resident-x form")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -428,17 +392,7 @@ class DequantSpec(TileGrid):
 
     @property
     def input_bindings(self) -> int:
-        return 3 + self.has_init + len(self.prefetch) + (len(self.epilogue.inputs) if self.epilogue else 0)
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.warps
-
-    def prefetch_chunk(self, size: int) -> int:
-        """Bytes a warp prefetches of a `size`-byte tensor: its share over the launch's warps,
-        rounded up to 16, and at least an L2 line (128 bytes)."""
-        warps = self.warps * self.grid[0] * self.grid[1]
-        return max(128, -(-size // (16 * warps)) * 16)
+        return 3 + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
 
     @property
     def weight_bytes(self) -> int:
@@ -449,7 +403,7 @@ class DequantSpec(TileGrid):
 
     def key(self) -> str:
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
-                + INT4_WORD_DOT + PREFETCH_L2)
+                + INT4_WORD_DOT)
         from .triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
@@ -459,20 +413,14 @@ def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
                 FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead,
-                WORDS=spec.words, THREADS=spec.threads, **_prefetch_constants(spec))
-
-
-def _prefetch_constants(spec: DequantSpec) -> dict:
-    sizes = list(spec.prefetch) + [0] * (2 - len(spec.prefetch))
-    return {name: value for i, size in enumerate(sizes)
-            for name, value in ((f"P{i}_BYTES", size), (f"P{i}_CHUNK", spec.prefetch_chunk(size) if size else 0))}
+                WORDS=spec.words)
 
 
 def pointers(spec: DequantSpec) -> list[str]:
-    """The kernel's pointer parameters: x, the weight, its scales, the init, the tensors to
-    prefetch (p0_ptr, p1_ptr), the epilogue's inputs (x0_ptr, ...), the output."""
+    """The kernel's pointer parameters: x, the weight, its scales, the init, the epilogue's
+    inputs (x0_ptr, ...), the output."""
     inputs = [f"x{i}_ptr" for i in range(len(spec.epilogue.inputs))] if spec.epilogue else []
-    return ["x_ptr", "w_ptr", "s_ptr", "init_ptr", "p0_ptr", "p1_ptr", *inputs, "out_ptr"]
+    return ["x_ptr", "w_ptr", "s_ptr", "init_ptr", *inputs, "out_ptr"]
 
 
 def kernel_source(spec: DequantSpec) -> str:
@@ -498,15 +446,13 @@ def signature(spec: DequantSpec) -> tuple[dict, dict]:
 
     inputs = spec.epilogue.inputs if spec.epilogue else ()
     out = POINTER_TYPES[spec.epilogue.element_type] if spec.epilogue else "fp32"
-    types = ["*fp16", "*i8", "*fp16", "*fp32", "*i8", "*i8", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs),
-             f"*{out}"]
+    types = ["*fp16", "*i8", "*fp16", "*fp32", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs), f"*{out}"]
     sig = dict(zip(pointers(spec), types))
     consts = constants(spec)
     sig.update({name: "constexpr" for name in consts})
-    absent = ([] if spec.has_init else ["init_ptr"]) + [f"p{i}_ptr" for i in range(len(spec.prefetch), 2)]
-    for name in absent:  # no parameter
-        sig[name] = "constexpr"
-        consts[name] = None
+    if not spec.has_init:
+        sig["init_ptr"] = "constexpr"
+        consts["init_ptr"] = None
     return sig, consts
 
 
@@ -520,7 +466,7 @@ def kernel_function(spec: DequantSpec):
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-matvec-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16),
-                            "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT), "PREFETCH_L2": tl.constexpr(PREFETCH_L2)})
+                            "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT)})
 
 
 def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):

@@ -56,7 +56,7 @@ init = rng.standard_normal((m, n)).astype(np.float32)
 spec = DequantSpec(m, n, k, kind, group, has_init, split, 16, bn, bk, fast=False, w_left=w_left)
 out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
 kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s),
-                                 torch.from_numpy(init) if has_init else None, None, None, out, **constants(spec))
+                                 torch.from_numpy(init) if has_init else None, out, **constants(spec))
 ref = x.astype(np.float64) @ deq.T + (init if has_init else 0.0)
 got = out.numpy().astype(np.float64).sum(axis=0)
 print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
@@ -97,8 +97,8 @@ epilogue = Epilogue((EpilogueInput("f32", Offsets((), ((1, n, 1),))),),
                      ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets(rows, ((1, n, 1),)))
 spec = DequantSpec(m, n, k, "int4", group, False, 1, 16, 32, 2 * group, stages=4, fast=False, epilogue=epilogue)
 out = torch.full((m, n), float("nan"), dtype=torch.float16)
-kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s), None, None,
-                                     None, torch.from_numpy(bias), out, **constants(spec))
+kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s), None,
+                                     torch.from_numpy(bias), out, **constants(spec))
 deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
 ref = np.maximum(x.astype(np.float64) @ deq.T + bias, 0.0)
 got = out.numpy().astype(np.float64)
@@ -142,7 +142,7 @@ spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False
                    epilogue=epilogue, ahead="ahead" in choice, words="words" in choice)
 out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
 args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
-args += [None, None, None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0), None, None]
+args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
 kernel_function(spec)[spec.grid[:2]](*args, out, **constants(spec))
 got = out.numpy().astype(np.float64).reshape(1, n)
 print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
@@ -315,45 +315,6 @@ def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_pat
     assert "mul.rn.f16x2" not in triton_dequant.compile_kernel(plain, cache_dir=str(tmp_path)).ptx.decode()
 
 
-def test_one_row_kernel_prefetches_the_next_layer_into_l2(tmp_path):
-    """A prefetching spec takes two more pointers and issues one bulk L2 prefetch a tensor, each
-    warp a chunk, the launch's chunks covering every byte; without prefetch there is none."""
-    from inferx_compiler.passes.dequant_matvec import matvec_spec
-
-    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
-    sizes = (4096 * 4096 // 2, 4096 * 32 * 2)
-    fetching = dataclasses.replace(spec, prefetch=sizes)
-    plain = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path))
-    compiled = triton_dequant.compile_kernel(fetching, cache_dir=str(tmp_path))
-    assert compiled.ptx.decode().count("cp.async.bulk.prefetch.L2.global") == 2
-    assert "cp.async.bulk.prefetch" not in plain.ptx.decode()
-    assert compiled.parameters == plain.parameters + 2 and fetching.input_bindings == spec.input_bindings + 2
-    warps = fetching.warps * fetching.grid[0]
-    for size in (*sizes, 16, 4096 * 4096 // 2 + 48, 1 << 30):
-        chunk = fetching.prefetch_chunk(size)
-        assert chunk % 16 == 0 and chunk >= 128 and chunk * warps >= size, (size, chunk)
-        assert (chunk - 16) * warps < size or chunk == 128  # no larger than it needs to be
-
-
-def test_prefetch_is_a_choice_of_the_resident_form_on_hopper():
-    from inferx_compiler.passes.dequant_matvec import matvec_spec, prefetch_sizes
-
-    resident = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
-    assert prefetch_sizes(resident, [8 << 20, 256 << 10], 50 << 20) == [8 << 20, 256 << 10]
-    # the weight first, cut to half the L2; the scales get what is left (none here)
-    assert prefetch_sizes(resident, [40 << 20, 256 << 10], 50 << 20) == [25 << 20]
-    assert prefetch_sizes(resident, [(1 << 20) + 7, 256], 50 << 20) == [1 << 20, 256]  # rounded down to 16
-    assert prefetch_sizes(resident, [8 << 20], None) == []
-    assert prefetch_sizes(matvec_spec(8, 4096, 4096, "int4", 128, 132, 90), [8 << 20], 50 << 20) == []
-    assert prefetch_sizes(matvec_spec(1, 4096, 4096, "int4", 128, 108, 80), [8 << 20], 40 << 20) == []
-    with pytest.raises(ValueError, match="sm_90 or later"):
-        dataclasses.replace(resident, arch=80, prefetch=(1024,))
-    with pytest.raises(ValueError, match="multiple"):
-        dataclasses.replace(resident, prefetch=(1000,))
-    with pytest.raises(ValueError, match="resident-x form"):
-        dataclasses.replace(matvec_spec(8, 4096, 4096, "int4", 128, 132, 90), prefetch=(1024,))
-
-
 def test_rule_splits_k_until_every_sm_has_work():
     from inferx_compiler.passes.dequant_matvec import matvec_spec
 
@@ -407,8 +368,3 @@ def test_h200_int4_batch_one_takes_the_resident_row_form(tmp_path):
     ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
     assert sorted(d["loops"] for d in ours) == [[1, 256, 256]] * 2
     assert all("x resident on" in d["config"] and d["config"].endswith("epilogue") for d in ours), ours
-    # the first layer brings the second's weight (256 x 256 int4) and scales (256 x 4 f16) into L2
-    assert sorted("prefetches 32768+2048 bytes into L2" in d["config"] for d in ours) == [False, True], ours
-    _, report = _build(tmp_path, ["--disable-pass", "inferx-prefetch-next"], batch=1)
-    ours = [d for d in report["dispatches"] if d["root"].startswith("inferx_dequant_matvec")]
-    assert len(ours) == 2 and not any("prefetches" in d["config"] for d in ours), ours

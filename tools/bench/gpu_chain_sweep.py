@@ -131,8 +131,7 @@ def layers_runner(torch, layers, n, k, group, sms, x, form: str = ""):
     def body():
         h = x
         for spec, (w, s, b, _, _), out in zip(specs, layers, outs):
-            triton_dequant.kernel_function(spec)[spec.grid[:2]](h, w, s, None, None, None, b, out,
-                                                                **triton_dequant.constants(spec),
+            triton_dequant.kernel_function(spec)[spec.grid[:2]](h, w, s, None, b, out, **triton_dequant.constants(spec),
                                                                 **compile_options(spec))
             h = out
 

@@ -83,8 +83,8 @@ def check(torch, spec: DequantSpec, layer, gen) -> float:
     x = torch.randn((spec.m, spec.k), generator=gen).half()
     init = torch.randn((spec.m, spec.n), generator=gen)
     out = torch.full((spec.split, spec.m, spec.n), float("nan"), device="cuda")
-    kernel_function(spec)[spec.grid[:2]](x.cuda(), layer[0], layer[1], init.cuda() if spec.has_init else None, None,
-                                         None, out, **constants(spec), num_warps=spec.warps, num_stages=spec.stages)
+    kernel_function(spec)[spec.grid[:2]](x.cuda(), layer[0], layer[1], init.cuda() if spec.has_init else None, out,
+                                     **constants(spec), num_warps=spec.warps, num_stages=spec.stages)
     got = out.double().sum(0).cpu()
     ref = x.double() @ layer[2].T + (init.double() if spec.has_init else 0)
     if not torch.isfinite(got).all():

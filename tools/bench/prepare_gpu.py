@@ -89,8 +89,6 @@ INFERX_VARIANTS = {"inferx-fp16-before": ("fp16", _BEFORE, ("mlp", "bert", "gpt2
                    # weight-only integer layers (f16 activations, dequantization fused in the matmul)
                    "inferx-int8": ("int8", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
                    "inferx-int4": ("int4", [], ("mlp", "bert", "mlp_lite", "bert_lite")),
-                   # each one-row layer reading its weights from memory itself (no L2 prefetch by the layer before)
-                   "inferx-int4-noprefetch": ("int4", ["--disable-pass", "inferx-prefetch-next"], ("mlp", "mlp_lite")),
                    # the same with IREE's dequantize-and-matmul instead of our weight-only kernel
                    "inferx-int8-iree": ("int8", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite")),
                    "inferx-int4-iree": ("int4", ["--disable-pass", "inferx-dequant-matvec"], ("mlp", "mlp_lite"))}

@@ -4,8 +4,6 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32 matvec-kernel=false})' 2>&1 >/dev/null | filecheck %s --check-prefix=OFF
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=orin group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=ORIN
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=24})' 2>&1 >/dev/null | filecheck %s --check-prefix=GROUP24
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32 prefetch-next=false})' | filecheck %s --check-prefix=NOPF
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=a100 group-size=32})' | filecheck %s --check-prefix=NOPF
 
 // CUDA weight-only layers whose rows are not tokens (an MLP's batch): our Triton kernel
 // (passes/dequant_matvec.py) reads the stored int8/int4 weight and its f16 scales; IREE's
@@ -119,40 +117,7 @@ func.func @declined(%x: tensor<?x256xf32>, %w: tensor<256x128xf32> {inferx.param
 
 // -----
 
-// Two one-row int4 layers (x resident): the first brings the second's stored weight (128 x 8 x 32
-// int4: 16384 bytes) and scales (128 x 8 f16: 2048 bytes) into L2 while it
-// streams its own: they are its dispatch's operands after its own; the last layer prefetches
-// nothing. Declined without sm_90's bulk prefetch (a100) and with prefetch-next=false.
-// CHECK:       hal.executable.source private @[[FIRST:inferx_dequant_int4_1x256x256_[0-9a-f]+]]
-// CHECK:         config = "1x4 rows, step 256, 4 warps, 3 stages, split 1, CUDA cores, x resident on 64 programs, word products, next tile ahead, 128 registers, prefetches 16384+2048 bytes into L2, epilogue"
-// CHECK:       hal.executable.source private @[[LAST:inferx_dequant_int4_1x128x256_[0-9a-f]+]]
-// CHECK-NOT:     prefetches
-// CHECK-LABEL: func.func @one_row_chain(
-// CHECK-SAME:    %[[WQ2:[^:]+]]: tensor<128x8x32xi4> {inferx.parameter = "fc2.w#q:int4g32hn"}, %[[S2:[^:]+]]: tensor<128x8xf16>
-// CHECK-SAME:    %[[WQ1:[^:]+]]: tensor<256x8x32xi4> {inferx.parameter = "fc1.w#q:int4g32hn"}, %[[S1:[^:]+]]: tensor<256x8xf16>
-// CHECK:         %[[H1:.+]]:3 = flow.dispatch @[[FIRST]]::@inferx_dequant_matvec(%{{.+}}, %[[WQ1]], %[[S1]], %[[WQ2]], %[[S2]]) :
-// CHECK:         flow.dispatch @[[LAST]]::@inferx_dequant_matvec(%[[H1]]#0, %[[WQ2]], %[[S2]], %{{.+}}) :
-// NOPF-LABEL:  func.func @one_row_chain(
-// NOPF:          flow.dispatch @{{.+}}::@inferx_dequant_matvec(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) :
-// NOPF:          flow.dispatch @{{.+}}::@inferx_dequant_matvec(%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) :
-func.func @one_row_chain(%x: tensor<1x256xf32>, %w: tensor<256x256xf32> {inferx.parameter = "fc1.w"},
-                         %w2: tensor<256x128xf32> {inferx.parameter = "fc2.w"}) -> tensor<1x128xf32> {
-  %c0 = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<1x256xf32>
-  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<1x256xf32>) -> tensor<1x256xf32>
-  // expected-remark @+1 {{(Triton, split 1, linalg.generic finished in it, 18432 bytes of the next layer prefetched into L2)}}
-  %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<1x256xf32>, tensor<256x256xf32>) outs(%z : tensor<1x256xf32>) -> tensor<1x256xf32>
-  %e2 = tensor.empty() : tensor<1x128xf32>
-  %z2 = linalg.fill ins(%c0 : f32) outs(%e2 : tensor<1x128xf32>) -> tensor<1x128xf32>
-  // expected-remark @+1 {{(Triton, split 1), f32 sums}}
-  %y2 = linalg.matmul {inferx.precision = "i4"} ins(%y, %w2 : tensor<1x256xf32>, tensor<256x128xf32>) outs(%z2 : tensor<1x128xf32>) -> tensor<1x128xf32>
-  return %y2 : tensor<1x128xf32>
-}
-
-// -----
-
 // GROUP24 reaches this case only: groups of 24 are even (the pass takes them) but not a power of two.
-// NOPF-LABEL: func.func @group24(
 func.func @group24(%x: tensor<2x192xf32>, %w: tensor<192x64xf32> {inferx.parameter = "g.w"}, %z: tensor<2x64xf32>) -> tensor<2x64xf32> {
   // expected-remark @+1 {{weights widened in our kernel}}
   %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<2x192xf32>, tensor<192x64xf32>) outs(%z : tensor<2x64xf32>) -> tensor<2x64xf32>
