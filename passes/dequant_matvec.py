@@ -30,7 +30,9 @@ layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a c
 weights are loaded as 32-bit words and multiplied by x held as the f16 pairs of each word (no
 relayout between them), each next tile loaded before this one's products, under a budget of 128
 registers that makes ptxas issue a tile's loads at once (the MLP b1 on an H100, same run: kernels
-58 -> 44 us, 0.175 -> 0.149 ms a call; docs/bench/2026-12-06-int4-words/). Measured on an H200
+58 -> 44 us, 0.175 -> 0.149 ms a call; docs/bench/2026-12-06-int4-words/), four words a product
+call and 8 rows a tile on 8 warps (46 -> 43 us, 1.93x the bytes floor, where a kernel that only
+reads, a launch a layer, takes 1.89x: docs/bench/2026-12-06-int4-words4/). Measured on an H200
 (tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
@@ -60,12 +62,16 @@ PROGRAMS_PER_SM = 3
 # one int4 row (tools/bench/gpu_dequant_sweep.py on an H200, docs/bench/2026-12-04-h200-int4-row/,
 # 8 layers of 4096x4096, kernel time): the tensor-core form's best one-slice tile 71 us; the
 # dot-free form (f16 products on the CUDA cores) in one run x resident 44 us, tiles of 8 rows in
-# steps of 2048 values 50 us; 4 rows and 4 programs a SM the sweep's best for x resident
-RESIDENT_BLOCK_N = 4
-ONE_ROW_PROGRAMS_PER_SM = 4
+# steps of 2048 values 50 us; 4 rows and 4 programs a SM the sweep's best for x resident then. With
+# the word products (INT4_WORDS_DOT), in the model on an H100 (docs/bench/2026-12-06-int4-words4/, two
+# runs): 8 rows on 8 warps, 2 programs a SM 43 us of kernels against 45 for 4 rows on 4 warps, 4 a SM
+# (fewer cross-warp reductions a row); 6 a SM at 80 registers 45, 2 rows or one tile a program 49-52
+RESIDENT_BLOCK_N = 8
+RESIDENT_WARPS = 8
+ONE_ROW_PROGRAMS_PER_SM = 2
 RESIDENT_MAX_K = 8192  # x's whole row lives in registers
-# x resident: its weights as words with each next tile loaded ahead, under this register budget (4 programs
-# of 128 threads a SM still fit: 64 K registers); without a budget ptxas issued a tile's loads two at a time
+# x resident: its weights as words with each next tile loaded ahead, under this register budget (2 programs
+# of 256 threads a SM still fit: 64 K registers); without a budget ptxas issued a tile's loads two at a time
 RESIDENT_REGISTERS = 128
 ONE_ROW_BLOCK_N = 8
 ONE_ROW_MAX_STEP = 2048
@@ -127,7 +133,8 @@ def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
     if groups and not groups & (groups - 1) and k <= RESIDENT_MAX_K:
         programs = min(ONE_ROW_PROGRAMS_PER_SM * sms, -(-n // RESIDENT_BLOCK_N))
         return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, programs=programs,
-                           words=True, ahead=True, max_registers=RESIDENT_REGISTERS, **common)
+                           words=group >= 32, ahead=True, max_registers=RESIDENT_REGISTERS,
+                           **{**common, "warps": RESIDENT_WARPS})
     step = group
     while step * 2 <= ONE_ROW_MAX_STEP and k % (step * 2) == 0:
         step *= 2

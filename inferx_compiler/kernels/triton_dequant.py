@@ -21,9 +21,10 @@ and sums of eight in f16 on the CUDA cores (relative error about 5e-4, the order
 tensor-core form's f16-scaled weights), f32 sums a group; with `programs` set, x stays in
 registers and each program takes whole weight rows in turn (`_RESIDENT_LOADS`); builds take its
 word form there (`words`: the weight as 32-bit words, x as the f16 pairs of each word,
-INT4_WORD_DOT: 17 instructions a word, no relayout), each next tile loaded ahead, under a
-register budget (`max_registers`), which took the 8x4096^2 MLP's layers from 58 to 44 us on an
-H100 (docs/bench/2026-12-06-int4-words/). Slices (S > 1, the grid's second dimension) put more loads in
+INT4_WORDS_DOT: four words a call, 14.75 instructions a word, no relayout), each next tile
+loaded ahead, under a register budget (`max_registers`), which took the 8x4096^2 MLP's layers
+from 58 to 44 us on an H100 (docs/bench/2026-12-06-int4-words/), 43 with four words a call and
+8 rows on 8 warps (docs/bench/2026-12-06-int4-words4/: reading alone, a launch a layer, takes 42). Slices (S > 1, the grid's second dimension) put more loads in
 flight for a narrow output and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
@@ -81,38 +82,42 @@ mov.b32 c, 0x64806480;
 sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
-# int4, one 32-bit word of packed weights (elements 0..7) times x held as f16 pairs in the order the
-# widening yields them ($2 = (x0, x2), $3 = (x4, x6), $4 = (x1, x3), $5 = (x5, x7)): the widening
-# above, the eight products summed as two f16 sums of four, returned as their f32 sum. 17
-# instructions a word with no relayout between the widened values and x.
-INT4_WORD_DOT = """{
-.reg .b32 z, t0, t1, a, b, c, d, k, h, o, s;
-.reg .b16 s0, s1;
-.reg .f32 f0, f1;
-mov.b32 z, 0;
-prmt.b32 t0, $1, z, 0x4140;
-prmt.b32 t1, $1, z, 0x4342;
-lop3.b32 a, t0, 0x000F000F, 0x64086408, 0x6A;
-lop3.b32 b, t1, 0x000F000F, 0x64086408, 0x6A;
-lop3.b32 c, t0, 0x00F000F0, 0x64806480, 0x6A;
-lop3.b32 d, t1, 0x00F000F0, 0x64806480, 0x6A;
-mov.b32 k, 0x64086408;
+# int4, four 32-bit words of packed weights ($4..$7, elements 0..7 each, element e in bits 4e..4e+3)
+# times x held as f16 pairs in the order the widening yields them ($8.. = (x0, x4), $12.. = (x2, x6),
+# $16.. = (x1, x5), $20.. = (x3, x7), one a word): each word's nibbles widened in place (its low
+# nibbles of each half at bits 0 and 16, then shifted by 8: no byte permutes), the products of two
+# words summed as f16 sums of eight, those two sums taken to f32 and added, returned in $0 ($1..$3
+# are zero, for the pack of four: the caller keeps every fourth value). 14.75 instructions a word.
+def _word_products(word: str, pairs: tuple, first: bool) -> str:
+    """PTX: the packed word `word` widened (elements (0, 4), (2, 6) in a, b; (1, 5), (3, 7) read at
+    16x their value in c, d and scaled back by the fma) and its products with `pairs` added to the
+    f16 pair sums s (started here when `first`)."""
+    start = f"mul.rn.f16x2 s, a, {pairs[0]};" if first else f"fma.rn.f16x2 s, a, {pairs[0]}, s;"
+    return f"""shr.b32 t, {word}, 8;
+lop3.b32 a, {word}, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 b, t, 0x000F000F, 0x64086408, 0x6A;
+lop3.b32 c, {word}, 0x00F000F0, 0x64806480, 0x6A;
+lop3.b32 d, t, 0x00F000F0, 0x64806480, 0x6A;
 sub.f16x2 a, a, k;
 sub.f16x2 b, b, k;
-mov.b32 h, 0x2C002C00;
-mov.b32 o, 0xD480D480;
 fma.rn.f16x2 c, c, h, o;
 fma.rn.f16x2 d, d, h, o;
-mul.rn.f16x2 s, a, $2;
-fma.rn.f16x2 s, b, $3, s;
-fma.rn.f16x2 s, c, $4, s;
-fma.rn.f16x2 s, d, $5, s;
-mov.b32 {s0, s1}, s;
-cvt.f32.f16 f0, s0;
-cvt.f32.f16 f1, s1;
-add.f32 $0, f0, f1;
-}"""
+{start}
+fma.rn.f16x2 s, b, {pairs[1]}, s;
+fma.rn.f16x2 s, c, {pairs[2]}, s;
+fma.rn.f16x2 s, d, {pairs[3]}, s;
+"""
 
+
+def _pair_sum_to_f32(dst: str) -> str:
+    return f"mov.b32 {{s0, s1}}, s;\ncvt.f32.f16 f0, s0;\ncvt.f32.f16 f1, s1;\nadd.f32 {dst}, f0, f1;\n"
+
+
+INT4_WORDS_DOT = ("{\n.reg .b32 t, a, b, c, d, k, h, o, s;\n.reg .b16 s0, s1;\n.reg .f32 f0, f1, g;\n"
+                  "mov.b32 k, 0x64086408;\nmov.b32 h, 0x2C002C00;\nmov.b32 o, 0xD480D480;\n"
+                  + "".join(_word_products(f"${4 + i}", tuple(f"${8 + 4 * p + i}" for p in range(4)), i % 2 == 0)
+                            + (_pair_sum_to_f32("g" if i == 1 else "f0") if i % 2 else "") for i in range(4))
+                  + "add.f32 $0, g, f0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;\n}")
 _CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
@@ -171,25 +176,42 @@ def _half(pair, HIGH: tl.constexpr):
 
 
 @triton.jit
-def _word_dots(words, x02, x46, x13, x57, FAST: tl.constexpr):
-    """Each packed int4 word (elements 0..7) times its x pairs: INT4_WORD_DOT, or the same sums
-    with Triton's casts (the interpreter runs no PTX)."""
+def _nibble(words, E: tl.constexpr):
+    """Element E of each packed int4 word (bits 4E..4E+3, signed) as f16."""
+    return ((words << (28 - 4 * E)) >> 28).to(tl.float16)
+
+
+@triton.jit
+def _x_pairs(x_ptr, first, CACHE: tl.constexpr):
+    """x as the f16 pairs of the packed words whose first elements are at offsets `first`, in
+    INT4_WORDS_DOT's order: (x0, x4), (x2, x6), (x1, x5), (x3, x7) of each word."""
+    return (_x_pair(x_ptr, first, 0, 4, CACHE), _x_pair(x_ptr, first, 2, 6, CACHE),
+            _x_pair(x_ptr, first, 1, 5, CACHE), _x_pair(x_ptr, first, 3, 7, CACHE))
+
+
+@triton.jit
+def _word_dots(words, pairs, FAST: tl.constexpr):
+    """Packed int4 words [rows, groups, words a group] times their x pairs (`_x_pairs`, broadcast
+    over the rows): the f32 sums of each four consecutive words' products [rows, groups, words a
+    group / 4], by INT4_WORDS_DOT (a thread holds a 16-byte load's four words in a row), or the
+    same sums with Triton's casts (the interpreter runs no PTX)."""
+    rows: tl.constexpr = words.shape[0]
+    groups: tl.constexpr = words.shape[1]
+    quads: tl.constexpr = words.shape[2] // 4
+    xa, xb, xc, xd = pairs
     if FAST:
-        dots = tl.inline_asm_elementwise(INT4_WORD_DOT, "=r,r,r,r,r,r", [words, x02, x46, x13, x57],
-                                         dtype=tl.float32, is_pure=True, pack=1)
+        dots = tl.inline_asm_elementwise(INT4_WORDS_DOT, "=r,=r,=r,=r" + ",r" * 20, [words, xa, xb, xc, xd],
+                                         dtype=tl.float32, is_pure=True, pack=4)
+        first, _ = tl.split(tl.reshape(dots, (rows, groups, quads, 2, 2)))  # each quad's first value
+        sums, _ = tl.split(first)
     else:
-        w0 = ((words << 28) >> 28).to(tl.float16)
-        w1 = ((words << 24) >> 28).to(tl.float16)
-        w2 = ((words << 20) >> 28).to(tl.float16)
-        w3 = ((words << 16) >> 28).to(tl.float16)
-        w4 = ((words << 12) >> 28).to(tl.float16)
-        w5 = ((words << 8) >> 28).to(tl.float16)
-        w6 = ((words << 4) >> 28).to(tl.float16)
-        w7 = (words >> 28).to(tl.float16)
-        low = w0 * _half(x02, 0) + w4 * _half(x46, 0) + w1 * _half(x13, 0) + w5 * _half(x57, 0)
-        high = w2 * _half(x02, 1) + w6 * _half(x46, 1) + w3 * _half(x13, 1) + w7 * _half(x57, 1)
+        low = (_nibble(words, 0) * _half(xa, 0) + _nibble(words, 2) * _half(xb, 0) + _nibble(words, 1) * _half(xc, 0)
+               + _nibble(words, 3) * _half(xd, 0))
+        high = (_nibble(words, 4) * _half(xa, 1) + _nibble(words, 6) * _half(xb, 1) + _nibble(words, 5) * _half(xc, 1)
+                + _nibble(words, 7) * _half(xd, 1))
         dots = low.to(tl.float32) + high.to(tl.float32)
-    return dots
+        sums = tl.sum(tl.reshape(dots, (rows, groups, quads, 4)), axis=3)
+    return sums
 
 
 '''
@@ -278,7 +300,7 @@ _PLAIN_STORE = "    tl.store(out_ptr + s * M * N + rm[:, None] * N + rn[None, :]
 # tile (its weights, scales, init or epilogue inputs: `_RESIDENT_LOADS` and the epilogue's loads)
 # is issued before its products (`_RESIDENT_PRODUCTS`), so that a tile waits for memory once; the
 # store (or the rest of the epilogue) runs once a tile, inside the loop. WORDS: x held as the f16
-# pairs of each packed 32-bit word in INT4_WORD_DOT's order, the weights loaded as words and
+# pairs of each packed 32-bit word in INT4_WORDS_DOT's order, the weights loaded as words and
 # multiplied there (no relayout between widened weights and x).
 _RESIDENT_LOADS = '''\
     pid = tl.program_id(0)
@@ -292,11 +314,8 @@ _RESIDENT_LOADS = '''\
         ro = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
     if AHEAD:  # the first tile's weights loaded before x, each next one's before this one's products
         wq, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), ro, rg, N, K, GROUP, WORDS)
-    if WORDS:  # x as the f16 pairs of each packed word, in INT4_WORD_DOT's order
-        x02 = _x_pair(x_ptr, ro * 8, 0, 2, "")
-        x46 = _x_pair(x_ptr, ro * 8, 4, 6, "")
-        x13 = _x_pair(x_ptr, ro * 8, 1, 3, "")
-        x57 = _x_pair(x_ptr, ro * 8, 5, 7, "")
+    if WORDS:  # x as the f16 pairs of each packed word, in INT4_WORDS_DOT's order
+        pairs = _x_pairs(x_ptr, ro * 8, "")
     else:
         xw = tl.load(x_ptr + rg[:, None] * GROUP + tl.arange(0, GROUP)[None, :])[None]
     for tile in range(pid, tl.cdiv(N, BN), PROGRAMS):
@@ -312,7 +331,7 @@ _RESIDENT_LOADS = '''\
 '''
 _RESIDENT_PRODUCTS = '''\
         if WORDS:
-            dots = tl.sum(_word_dots(wq, x02, x46, x13, x57, FAST), axis=2)
+            dots = tl.sum(_word_dots(wq, pairs, FAST), axis=2)
             acc = tl.sum(dots * scale.to(tl.float32), axis=1)[None, :]
         else:
             acc = tl.sum(_group_sums(wq, xw, scale, FAST), axis=1)[None, :]
@@ -349,7 +368,7 @@ class DequantSpec(TileGrid):
     # resident form: the next tile's weights loaded before this tile's products (twice the bytes in
     # flight a program; the first tile's before x's relayout)
     ahead: bool = False
-    # resident form: x as f16 pairs of the packed words, products by INT4_WORD_DOT
+    # resident form: x as f16 pairs of the packed words, products by INT4_WORDS_DOT (four words a call)
     words: bool = False
     # registers a thread may use (PTX .maxnreg; 0: ptxas's choice). A budget also changes ptxas's
     # schedule: without one it issued a tile's weight loads two at a time, each pair after the
@@ -379,6 +398,8 @@ class DequantSpec(TileGrid):
                              "power of two")
         if (self.ahead or self.words) and not self.programs:
             raise ValueError("loading ahead and the word products are choices of the resident-x form")
+        if self.words and self.group < 32:
+            raise ValueError(f"the word products take groups of at least 32 values (four words), not {self.group}")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -403,7 +424,7 @@ class DequantSpec(TileGrid):
 
     def key(self) -> str:
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
-                + INT4_WORD_DOT)
+                + INT4_WORDS_DOT)
         from .triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
@@ -466,7 +487,7 @@ def kernel_function(spec: DequantSpec):
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-matvec-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16),
-                            "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT)})
+                            "INT4_WORDS_DOT": tl.constexpr(INT4_WORDS_DOT)})
 
 
 def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -158,6 +160,7 @@ ONE_ROW_FORMS = [
     (100, 1024, 64, 4, 1024, 3, False, "words"),  # x as pairs of each packed word, several tiles a program, init
     (100, 1024, 64, 4, 1024, 3, True, "words-ahead"),  # the word products, each next tile loaded ahead
     (96, 512, 32, 8, 512, 12, True, "words"),  # the word products, one tile a program, the epilogue
+    (100, 1024, 128, 8, 1024, 4, True, "words-ahead"),  # as builds take it: 8 rows, four quads of words a group
 ]
 
 
@@ -217,6 +220,8 @@ def run_ptx(asm: str, operands: dict) -> dict:
         dst, *src = [a.strip() for a in args.split(",")]
         if op == "mov.b32":
             regs[dst] = val(src[0])
+        elif op == "shr.b32":
+            regs[dst] = val(src[0]) >> val(src[1])
         elif op == "xor.b32":
             regs[dst] = val(src[0]) ^ val(src[1])
         elif op == "prmt.b32":
@@ -260,19 +265,32 @@ def test_int4_widening_ptx_gives_every_nibble():
         assert [float(v) for v in hi] == [_signed_nibble(b >> 4) for b in data], hex(word)
 
 
-def test_int4_word_dot_ptx_sums_each_element_times_its_x():
-    """One packed word (elements 0..7, element 2i in byte i's low nibble) times x given as the
-    pairs (x0, x2), (x4, x6), (x1, x3), (x5, x7): the sum of the eight products, to f16 rounding;
-    every element meets its own x (x a power of two per position: a swapped pair is off by far more)."""
+def _words_dot(words, x):
+    order = ((0, 4), (2, 6), (1, 5), (3, 7))
+    pairs = {f"${8 + 4 * p + w}": _word(x[8 * w + a], x[8 * w + b]) for p, (a, b) in enumerate(order) for w in range(4)}
+    return run_ptx(triton_dequant.INT4_WORDS_DOT, {**{f"${4 + w}": words[w] for w in range(4)}, **pairs})
+
+
+def test_int4_words_dot_ptx_sums_each_element_times_its_x():
+    """Four packed words (elements 0..7 each, element e in bits 4e..4e+3) times x given, a word,
+    as the pairs (x0, x4), (x2, x6), (x1, x5), (x3, x7): the sum of the 32 products in $0, zeros
+    in $1..$3. One nonzero element at a time gives its product exactly (x distinct at every
+    position: an element meeting another's x is wrong); random words give the sum to f16 rounding."""
+    x = np.float16(2.0) ** (np.arange(32) % 16 - 8).astype(np.float16)
+    x[16:] *= -1
+    for w, e, v in itertools.product(range(4), range(8), (-8, -3, 1, 7)):
+        words = [0] * 4  # a zero nibble is the value 0
+        words[w] = (v & 15) << (4 * e)
+        regs = _words_dot(words, x)
+        assert float(regs["$0"]) == v * float(x[8 * w + e]), (w, e, v, regs["$0"])
+        assert [regs[f"${i}"] for i in (1, 2, 3)] == [0, 0, 0]
     rng = np.random.default_rng(1)
-    x = np.float16(2.0) ** np.arange(-3, 5, dtype=np.float16)  # x[e] = 2^(e - 3): distinct per element
-    words = [int(w) for w in rng.integers(0, 2**32, 256, dtype=np.uint64)] + [0x88888888, 0x77777777, 0x12345678]
-    pairs = {"$2": _word(x[0], x[2]), "$3": _word(x[4], x[6]), "$4": _word(x[1], x[3]), "$5": _word(x[5], x[7])}
-    for word in words:
-        regs = run_ptx(triton_dequant.INT4_WORD_DOT, {"$1": word, **pairs})
-        elements = [_signed_nibble(word >> (4 * e) & 15) for e in range(8)]
-        exact = sum(float(w) * float(v) for w, v in zip(elements, x))
-        assert abs(float(regs["$0"]) - exact) <= 1e-3 * float(np.abs(x).sum()) * 8, (hex(word), regs["$0"], exact)
+    x = rng.standard_normal(32).astype(np.float16)
+    for _ in range(64):
+        words = [int(w) for w in rng.integers(0, 2**32, 4, dtype=np.uint64)]
+        elements = [_signed_nibble(words[w] >> (4 * e) & 15) for w in range(4) for e in range(8)]
+        exact = sum(float(v) * float(xv) for v, xv in zip(elements, x))
+        assert abs(float(_words_dot(words, x)["$0"]) - exact) <= 2e-3 * 8 * float(np.abs(x).sum()), words
 
 
 def test_int8_widening_ptx_gives_every_byte():
@@ -303,14 +321,14 @@ def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
 
 
 def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_path):
-    """The one-row kernel builds take: INT4_WORD_DOT's products inline (its f16x2 multiply and
+    """The one-row kernel builds take: INT4_WORDS_DOT's products inline (its f16x2 multiply and
     fmas on x pairs, not the byte form's widening alone) and `.maxnreg 128` in the PTX."""
     from inferx_compiler.passes.dequant_matvec import matvec_spec
 
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
     ptx = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path)).ptx.decode()
     assert ".maxnreg 128" in ptx
-    assert "mul.rn.f16x2" in ptx and ptx.count("fma.rn.f16x2 s, b") >= 1
+    assert "mul.rn.f16x2" in ptx and ptx.count("fma.rn.f16x2 s, b") >= 4 and "shr.b32 t" in ptx
     plain = dataclasses.replace(spec, words=False, ahead=False, max_registers=0)
     assert "mul.rn.f16x2" not in triton_dequant.compile_kernel(plain, cache_dir=str(tmp_path)).ptx.decode()
 
@@ -320,9 +338,10 @@ def test_rule_splits_k_until_every_sm_has_work():
 
     spec = matvec_spec(2, 4096, 4096, "int4", 128, 132, 90)
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)
-    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)  # one row: x resident, four programs a SM
-    assert (spec.dot, spec.split, spec.block_n, spec.grid, spec.has_init) == (False, 1, 4, (528, 1, 1), True)
-    assert (spec.words, spec.ahead, spec.max_registers) == (True, True, 128)  # 4 x 128 threads x 128 fit a SM
+    spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)  # one row: x resident, two programs of 8 warps a SM
+    assert (spec.dot, spec.split, spec.block_n, spec.grid, spec.has_init) == (False, 1, 8, (264, 1, 1), True)
+    assert (spec.words, spec.ahead, spec.max_registers, spec.warps) == (True, True, 128, 8)  # 2 x 256 x 128 fit a SM
+    assert not matvec_spec(1, 4096, 4096, "int4", 16, 132, 90).words  # the word products take groups of 32 and more
     spec = matvec_spec(1, 768, 3072, "int4", 128, 132, 90)  # 24 groups: tiles, in steps of 8 groups
     assert (spec.dot, spec.programs, spec.block_n, spec.step, spec.grid) == (False, 0, 8, 1024, (96, 1, 1))
     spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 64-row tiles, slices of at least 8 steps

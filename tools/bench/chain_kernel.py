@@ -40,7 +40,7 @@ import functools
 import hashlib
 import json
 
-from inferx_compiler.kernels.triton_dequant import _WIDEN_INT4, INT4_TO_F16, INT4_WORD_DOT, DequantSpec
+from inferx_compiler.kernels.triton_dequant import _WIDEN_INT4, INT4_TO_F16, INT4_WORDS_DOT, DequantSpec
 from inferx_compiler.kernels.triton_matmul import epilogue_code
 
 ENTRY = "inferx_dequant_chain"
@@ -102,7 +102,7 @@ class ChainSpec:
     # at once, which the barrier needs (0: the compiler's choice)
     max_registers: int = 0
     barrier: str = "one"  # who spins at the grid barrier (see _wait): one thread, all, or none (diagnostic)
-    words: bool = False  # the weights as 32-bit words times x pairs (triton_dequant's INT4_WORD_DOT)
+    words: bool = False  # the weights as 32-bit words times x pairs (triton_dequant's INT4_WORDS_DOT)
 
     def __post_init__(self):
         if len(self.layers) < 2:
@@ -150,7 +150,7 @@ class ChainSpec:
         from inferx_compiler.kernels.triton_matmul import TRITON_VERSION
 
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True, default=str) + kernel_source(self)
-                + INT4_TO_F16 + INT4_WORD_DOT + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
+                + INT4_TO_F16 + INT4_WORDS_DOT + ACQUIRE_LOAD + POLL_ONE + POLL_ONE_RELAXED + FENCE_ONE)
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
 
@@ -209,9 +209,8 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
             f"N = {layer.n}"]
     wait = _wait(spec, i) if i else []
     body += loads + wait if spec.prefetch else wait + loads
-    if spec.words:  # x pairs in INT4_WORD_DOT's order, read past L1 (other SMs wrote them)
-        body += [f"{name} = _x_pair({source}, rb * 8, {a}, {b}, '.cg')"
-                 for name, a, b in (("x02", 0, 2), ("x46", 4, 6), ("x13", 1, 3), ("x57", 5, 7))]
+    if spec.words:  # x pairs in INT4_WORDS_DOT's order, read past L1 (other SMs wrote them)
+        body.append(f"pairs = _x_pairs({source}, rb * 8, '.cg')")
     else:
         body += [f"xw = tl.load({source} + rg[:, None] * {layer.group} + tl.arange(0, {layer.group})[None, :], "
                  "cache_modifier='.cg').to(tl.float16)[None]"]
@@ -219,7 +218,7 @@ def _layer_lines(spec: ChainSpec, i: int, offset: int) -> list[str]:
     epilogue = [line.strip() for line in epilogue_code(layer.spec(sub, spec.fast), f"l{i}_").splitlines()]
     for p in range(bn // sub):
         body += [f"rn = rn{p}", f"col_ok = col_ok{p}",
-                 (f"acc = tl.sum(tl.sum(_word_dots(packed{p}, x02, x46, x13, x57, {spec.fast}), axis=2) "
+                 (f"acc = tl.sum(tl.sum(_word_dots(packed{p}, pairs, {spec.fast}), axis=2) "
                   f"* scale{p}.to(tl.float32), axis=1)[None, :]" if spec.words else
                   f"acc = tl.sum(_group_sums(packed{p}, xw, scale{p}, {spec.fast}), axis=1)[None, :]"),
                  "inside = row_ok[:, None] & col_ok[None, :]"] + epilogue
@@ -261,6 +260,6 @@ def kernel_function(spec: ChainSpec):
     from inferx_compiler.kernels.triton_matmul import jit_from_source
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-chain-{spec.key()}",
-                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT4_WORD_DOT": tl.constexpr(INT4_WORD_DOT),
+                           {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT4_WORDS_DOT": tl.constexpr(INT4_WORDS_DOT),
                             "ACQUIRE_LOAD": tl.constexpr(ACQUIRE_LOAD), "POLL_ONE": tl.constexpr(POLL_ONE),
                             "POLL_ONE_RELAXED": tl.constexpr(POLL_ONE_RELAXED), "FENCE_ONE": tl.constexpr(FENCE_ONE)})

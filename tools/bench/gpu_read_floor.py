@@ -66,8 +66,8 @@ def main(argv=None) -> int:
     results = {"device": torch.cuda.get_device_name(), "layers": args.layers, "bytes": args.bytes, "rows": []}
     for programs in map(int, args.programs.split(",")):
         per_program = words // programs
-        block = min(1024, per_program)
-        if per_program * programs != words or per_program % block:
+        block = min(1024, per_program & -per_program)  # a power of two that divides a program's share
+        if per_program * programs != words or block < 128:
             continue
         outs = [torch.empty(programs, dtype=torch.int32, device="cuda") for _ in layers]
 
