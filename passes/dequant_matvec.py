@@ -126,14 +126,14 @@ def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
     x resident on ONE_ROW_PROGRAMS_PER_SM programs a SM taking whole weight rows where K / group is a
     power of two and K at most RESIDENT_MAX_K, else ONE_ROW_BLOCK_N rows a program in steps of
     the largest power-of-two number of groups up to ONE_ROW_MAX_STEP values that divides K."""
-    from inferx_compiler.kernels.triton_dequant import DequantSpec
+    from inferx_compiler.kernels.triton_dequant import DequantSpec, words_fit
 
     groups = k // group if group and k % group == 0 else 0
     common = dict(warps=4, stages=3, arch=arch, dot=False, epilogue=epilogue)
     if groups and not groups & (groups - 1) and k <= RESIDENT_MAX_K:
         programs = min(ONE_ROW_PROGRAMS_PER_SM * sms, -(-n // RESIDENT_BLOCK_N))
         return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, programs=programs,
-                           words=group >= 32, ahead=True, max_registers=RESIDENT_REGISTERS,
+                           words=words_fit(RESIDENT_BLOCK_N, k, group, RESIDENT_WARPS), ahead=True, max_registers=RESIDENT_REGISTERS,
                            **{**common, "warps": RESIDENT_WARPS})
     step = group
     while step * 2 <= ONE_ROW_MAX_STEP and k % (step * 2) == 0:

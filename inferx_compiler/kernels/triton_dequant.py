@@ -343,6 +343,13 @@ _RESIDENT_PRODUCTS = '''\
 ENTRY = "inferx_dequant_matvec"
 
 
+def words_fit(block_n: int, k: int, group: int, warps: int) -> bool:
+    """Whether the word products (INT4_WORDS_DOT, four words a call) can take a tile of `block_n`
+    whole rows of K: groups of at least four words, and at least four words a thread (a 16-byte
+    load: the four values a call that Triton's layout keeps in one thread)."""
+    return group >= 32 and block_n * k // 8 >= 4 * 32 * warps
+
+
 @dataclasses.dataclass(frozen=True)
 class DequantSpec(TileGrid):
     """One compiled variant: the problem (static) and the tile configuration."""
@@ -398,8 +405,9 @@ class DequantSpec(TileGrid):
                              "power of two")
         if (self.ahead or self.words) and not self.programs:
             raise ValueError("loading ahead and the word products are choices of the resident-x form")
-        if self.words and self.group < 32:
-            raise ValueError(f"the word products take groups of at least 32 values (four words), not {self.group}")
+        if self.words and not words_fit(self.block_n, self.k, self.group, self.warps):
+            raise ValueError(f"the word products take groups of at least 32 values and four words a thread in a "
+                             f"tile: {self.block_n} rows of K={self.k} in groups of {self.group} on {self.warps} warps")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 

@@ -342,6 +342,8 @@ def test_rule_splits_k_until_every_sm_has_work():
     assert (spec.dot, spec.split, spec.block_n, spec.grid, spec.has_init) == (False, 1, 8, (264, 1, 1), True)
     assert (spec.words, spec.ahead, spec.max_registers, spec.warps) == (True, True, 128, 8)  # 2 x 256 x 128 fit a SM
     assert not matvec_spec(1, 4096, 4096, "int4", 16, 132, 90).words  # the word products take groups of 32 and more
+    assert not matvec_spec(1, 4096, 512, "int4", 32, 132, 90).words  # and four words a thread: 8 x 512 / 8 < 4 x 256
+    assert matvec_spec(1, 4096, 1024, "int4", 32, 132, 90).words
     spec = matvec_spec(1, 768, 3072, "int4", 128, 132, 90)  # 24 groups: tiles, in steps of 8 groups
     assert (spec.dot, spec.programs, spec.block_n, spec.step, spec.grid) == (False, 0, 8, 1024, (96, 1, 1))
     spec = matvec_spec(64, 4096, 4096, "int8", 0, 132, 90)  # 64-row tiles, slices of at least 8 steps
