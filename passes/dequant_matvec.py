@@ -195,7 +195,7 @@ def _external(compiled, plan=None) -> ExternalKernel:
 
 def _form(spec) -> str:
     if spec.programs:
-        return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "")
+        return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "") + (", a warp a row" if spec.warp_rows else "")
                 + (", next tile ahead" if spec.ahead else "")
                 + (f", {spec.max_registers} registers" if spec.max_registers else ""))
     return "" if spec.dot else ", CUDA cores"

@@ -118,7 +118,8 @@ INT4_WORDS_DOT = ("{\n.reg .b32 t, a, b, c, d, k, h, o, s;\n.reg .b16 s0, s1;\n.
                   + "".join(_word_products(f"${4 + i}", tuple(f"${8 + 4 * p + i}" for p in range(4)), i % 2 == 0)
                             + (_pair_sum_to_f32("g" if i == 1 else "f0") if i % 2 else "") for i in range(4))
                   + "add.f32 $0, g, f0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;\n}")
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS")
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS",
+              "WARP_ROWS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
@@ -135,16 +136,23 @@ def _widen_int4(packed, FAST: tl.constexpr):
 
 
 @triton.jit
-def _row_tile(w_ptr, s_ptr, rn, ro, rg, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, WORDS: tl.constexpr):
+def _row_tile(w_ptr, s_ptr, rn, ro, rg, N: tl.constexpr, K: tl.constexpr, GROUP: tl.constexpr, WORDS: tl.constexpr,
+              WARP_ROWS: tl.constexpr):
     """Whole weight rows `rn` (at offsets `ro` a row: packed bytes, or 32-bit words with WORDS)
-    and their scales (groups `rg`); rows past N read as zeros."""
+    and their scales (groups `rg`); rows past N read as zeros. WARP_ROWS: the rows on the middle
+    axis, [K / 1024, rows, 128] words and [K / 1024, rows, 32] scales (one a four-word quad)."""
     ok = rn < N
-    if WORDS:
-        weights = tl.load(w_ptr.to(tl.pointer_type(tl.int32)) + rn[:, None, None] * (K // 8) + ro,
-                          mask=ok[:, None, None], other=0)
+    if WARP_ROWS:
+        weights = tl.load(w_ptr.to(tl.pointer_type(tl.int32)) + rn[None, :, None] * (K // 8) + ro,
+                          mask=ok[None, :, None], other=0)
+        scale = tl.load(s_ptr + rn[None, :, None] * (K // GROUP) + rg, mask=ok[None, :, None], other=0.0)
     else:
-        weights = tl.load(w_ptr + rn[:, None, None] * (K // 2) + ro, mask=ok[:, None, None], other=0)
-    scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=ok[:, None], other=0.0)
+        if WORDS:
+            weights = tl.load(w_ptr.to(tl.pointer_type(tl.int32)) + rn[:, None, None] * (K // 8) + ro,
+                              mask=ok[:, None, None], other=0)
+        else:
+            weights = tl.load(w_ptr + rn[:, None, None] * (K // 2) + ro, mask=ok[:, None, None], other=0)
+        scale = tl.load(s_ptr + rn[:, None] * (K // GROUP) + rg[None, :], mask=ok[:, None], other=0.0)
     return weights, scale
 
 
@@ -308,12 +316,16 @@ _RESIDENT_LOADS = '''\
     rm = tl.arange(0, 1)
     row_ok = rm < M
     rg = tl.arange(0, K // GROUP)
-    if WORDS:  # the offsets of a row's 32-bit words of packed weights
+    if WARP_ROWS:  # [chunks of 128 words, 1, 128]: a warp's lanes along a row, 4 words each; each quad's group
+        rc = tl.arange(0, K // 1024)
+        ro = (rc * 128)[:, None, None] + tl.arange(0, 128)[None, None, :]
+        rg = (rc[:, None, None] * 1024 + tl.arange(0, 32)[None, None, :] * 32) // GROUP
+    elif WORDS:  # the offsets of a row's 32-bit words of packed weights
         ro = (rg * (GROUP // 8))[None, :, None] + tl.arange(0, GROUP // 8)[None, None, :]
     else:  # of its bytes
         ro = (rg * (GROUP // 2))[None, :, None] + tl.arange(0, GROUP // 2)[None, None, :]
     if AHEAD:  # the first tile's weights loaded before x, each next one's before this one's products
-        wq, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), ro, rg, N, K, GROUP, WORDS)
+        wq, scale = _row_tile(w_ptr, s_ptr, pid * BN + tl.arange(0, BN), ro, rg, N, K, GROUP, WORDS, WARP_ROWS)
     if WORDS:  # x as the f16 pairs of each packed word, in INT4_WORDS_DOT's order
         pairs = _x_pairs(x_ptr, ro * 8, "")
     else:
@@ -323,14 +335,16 @@ _RESIDENT_LOADS = '''\
         col_ok = rn < N
         inside = row_ok[:, None] & col_ok[None, :]
         if AHEAD:
-            wq_next, scale_next = _row_tile(w_ptr, s_ptr, rn + PROGRAMS * BN, ro, rg, N, K, GROUP, WORDS)
+            wq_next, scale_next = _row_tile(w_ptr, s_ptr, rn + PROGRAMS * BN, ro, rg, N, K, GROUP, WORDS, WARP_ROWS)
         else:
-            wq, scale = _row_tile(w_ptr, s_ptr, rn, ro, rg, N, K, GROUP, WORDS)
+            wq, scale = _row_tile(w_ptr, s_ptr, rn, ro, rg, N, K, GROUP, WORDS, WARP_ROWS)
         if HAS_INIT:
             init = tl.load(init_ptr + rn[None, :], mask=inside, other=0.0)
 '''
 _RESIDENT_PRODUCTS = '''\
-        if WORDS:
+        if WARP_ROWS:  # a row's sums within its warp: no barrier
+            acc = tl.sum(tl.sum(_word_dots(wq, pairs, FAST) * scale.to(tl.float32), axis=2), axis=0)[None, :]
+        elif WORDS:
             dots = tl.sum(_word_dots(wq, pairs, FAST), axis=2)
             acc = tl.sum(dots * scale.to(tl.float32), axis=1)[None, :]
         else:
@@ -377,6 +391,11 @@ class DequantSpec(TileGrid):
     ahead: bool = False
     # resident form: x as f16 pairs of the packed words, products by INT4_WORDS_DOT (four words a call)
     words: bool = False
+    # word products: the tile as [K / 1024, rows, 128 words], so that Triton's layout gives each warp
+    # whole rows (its lanes along K) and a row's sums need no shared memory or barrier (the loop's
+    # barriers 4 -> 2 in the sm_90a code). Not yet measured on a GPU, so builds leave it off:
+    # docs/bench/2026-12-06-int4-words4/ says how to measure it
+    warp_rows: bool = False
     # registers a thread may use (PTX .maxnreg; 0: ptxas's choice). A budget also changes ptxas's
     # schedule: without one it issued a tile's weight loads two at a time, each pair after the
     # previous one's products, and its scale and init loads after them (one wait for memory each)
@@ -408,6 +427,10 @@ class DequantSpec(TileGrid):
         if self.words and not words_fit(self.block_n, self.k, self.group, self.warps):
             raise ValueError(f"the word products take groups of at least 32 values and four words a thread in a "
                              f"tile: {self.block_n} rows of K={self.k} in groups of {self.group} on {self.warps} warps")
+        chunks = self.k // 1024
+        if self.warp_rows and (not self.words or self.k % 1024 or chunks & (chunks - 1) or self.block_n % self.warps):
+            raise ValueError(f"a warp a row takes the word products, K a power-of-two multiple of 1024 (not {self.k}) "
+                             f"and rows a multiple of the warps ({self.block_n} on {self.warps})")
         if not self.dot and (self.kind != "int4" or self.block_m != 1 or self.w_left):
             raise ValueError("the dot-free form takes int4 and one row a program")
 
@@ -442,7 +465,7 @@ def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
                 INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
                 FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead,
-                WORDS=spec.words)
+                WORDS=spec.words, WARP_ROWS=spec.warp_rows)
 
 
 def pointers(spec: DequantSpec) -> list[str]:

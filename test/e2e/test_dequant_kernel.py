@@ -141,7 +141,7 @@ if fused:  # relu(acc + y0) as f16: y0 the epilogue's input, not the kernel's in
                          ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets((), ((1, n, 1),)))
     ref = np.maximum(ref, 0.0)
 spec = DequantSpec(1, n, k, "int4", group, not fused, 1, 1, bn, step, fast=False, dot=False, programs=programs,
-                   epilogue=epilogue, ahead="ahead" in choice, words="words" in choice)
+                   epilogue=epilogue, ahead="ahead" in choice, words="words" in choice, warp_rows="warprows" in choice)
 out = torch.full((1, n) if fused else (1, 1, n), float("nan"), dtype=torch.float16 if fused else torch.float32)
 args = [torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s)]
 args += [None, torch.from_numpy(y0)] if fused else [torch.from_numpy(y0)]
@@ -151,7 +151,7 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
                   "finite": bool(np.isfinite(got).all())}))
 """
 
-# (N, K, group, block_n, step, programs, epilogue, resident choice: "", "ahead" or "words")
+# (N, K, group, block_n, step, programs, epilogue, resident choices: "ahead", "words", "warprows")
 ONE_ROW_FORMS = [
     (100, 1024, 64, 8, 512, 0, False, ""),  # tiles of 8 rows in steps of 8 groups, the edge tile masked, init read
     (100, 1024, 64, 4, 1024, 3, False, ""),  # x resident on 3 programs: every program takes several tiles
@@ -160,7 +160,9 @@ ONE_ROW_FORMS = [
     (100, 1024, 64, 4, 1024, 3, False, "words"),  # x as pairs of each packed word, several tiles a program, init
     (100, 1024, 64, 4, 1024, 3, True, "words-ahead"),  # the word products, each next tile loaded ahead
     (96, 512, 32, 8, 512, 12, True, "words"),  # the word products, one tile a program, the epilogue
-    (100, 1024, 128, 8, 1024, 4, True, "words-ahead"),  # as builds take it: 8 rows, four quads of words a group
+    (100, 1024, 128, 8, 1024, 4, True, "words-ahead"),  # 8 rows, four quads of words a group
+    (100, 2048, 64, 8, 2048, 4, True, "words-ahead-warprows"),  # a warp a row: [K / 1024, rows, 128 words] tiles
+    (60, 1024, 32, 4, 1024, 2, False, "words-warprows"),  # one chunk of 128 words, groups of one quad, init
 ]
 
 
