@@ -24,8 +24,9 @@ word form there (`words`: the weight as 32-bit words, x as the f16 pairs of each
 INT4_WORDS_DOT: four words a call, 14.75 instructions a word, no relayout), each next tile
 loaded ahead, under a register budget (`max_registers`), which took the 8x4096^2 MLP's layers
 from 58 to 44 us on an H100 (docs/bench/2026-12-06-int4-words/), 43 with four words a call and
-8 rows on 8 warps (docs/bench/2026-12-06-int4-words4/: reading alone, a launch a layer, takes 42). Slices (S > 1, the grid's second dimension) put more loads in
-flight for a narrow output and are summed by the caller.
+8 rows on 8 warps (docs/bench/2026-12-06-int4-words4/: reading alone, a launch a layer, takes
+42). Slices (S > 1, the grid's second dimension) put more loads in flight for a narrow output
+and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
 as passes/matmul_epilogue.py finds it for the Hopper matmuls: bias, activation, the f16 cast
@@ -82,12 +83,8 @@ mov.b32 c, 0x64806480;
 sub.f16x2 $0, $0, c;
 sub.f16x2 $1, $1, c;
 }"""
-# int4, four 32-bit words of packed weights ($4..$7, elements 0..7 each, element e in bits 4e..4e+3)
-# times x held as f16 pairs in the order the widening yields them ($8.. = (x0, x4), $12.. = (x2, x6),
-# $16.. = (x1, x5), $20.. = (x3, x7), one a word): each word's nibbles widened in place (its low
-# nibbles of each half at bits 0 and 16, then shifted by 8: no byte permutes), the products of two
-# words summed as f16 sums of eight, those two sums taken to f32 and added, returned in $0 ($1..$3
-# are zero, for the pack of four: the caller keeps every fourth value). 14.75 instructions a word.
+
+
 def _word_products(word: str, pairs: tuple, first: bool) -> str:
     """PTX: the packed word `word` widened (elements (0, 4), (2, 6) in a, b; (1, 5), (3, 7) read at
     16x their value in c, d and scaled back by the fma) and its products with `pairs` added to the
@@ -110,16 +107,24 @@ fma.rn.f16x2 s, d, {pairs[3]}, s;
 
 
 def _pair_sum_to_f32(dst: str) -> str:
+    """PTX: the two f16 halves of the pair sums s, each to f32, added into `dst`."""
     return f"mov.b32 {{s0, s1}}, s;\ncvt.f32.f16 f0, s0;\ncvt.f32.f16 f1, s1;\nadd.f32 {dst}, f0, f1;\n"
 
 
+# int4, four 32-bit words of packed weights ($4..$7, elements 0..7 each, element e in bits 4e..4e+3)
+# times x held as f16 pairs in the order the widening yields them ($8.. = (x0, x4), $12.. = (x2, x6),
+# $16.. = (x1, x5), $20.. = (x3, x7), one a word): each word's nibbles widened in place (its low
+# nibbles of each half at bits 0 and 16, then shifted by 8: no byte permutes), the products of two
+# words summed as f16 sums of eight, those two sums taken to f32 and added, returned in $0 ($1..$3
+# are zero, for the pack of four: the caller keeps every fourth value). 14.75 instructions a word.
 INT4_WORDS_DOT = ("{\n.reg .b32 t, a, b, c, d, k, h, o, s;\n.reg .b16 s0, s1;\n.reg .f32 f0, f1, g;\n"
                   "mov.b32 k, 0x64086408;\nmov.b32 h, 0x2C002C00;\nmov.b32 o, 0xD480D480;\n"
                   + "".join(_word_products(f"${4 + i}", tuple(f"${8 + 4 * p + i}" for p in range(4)), i % 2 == 0)
                             + (_pair_sum_to_f32("g" if i == 1 else "f0") if i % 2 else "") for i in range(4))
                   + "add.f32 $0, g, f0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;\n}")
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS", "AHEAD", "WORDS",
-              "WARP_ROWS")
+
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS",
+              "AHEAD", "WORDS", "WARP_ROWS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
 _WIDEN_INT4 = '''\
