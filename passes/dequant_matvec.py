@@ -129,16 +129,16 @@ def _one_row_spec(n: int, k: int, group: int, sms: int, arch: int, epilogue):
     from inferx_compiler.kernels.triton_dequant import DequantSpec, words_fit
 
     groups = k // group if group and k % group == 0 else 0
-    common = dict(warps=4, stages=3, arch=arch, dot=False, epilogue=epilogue)
+    common = dict(stages=3, arch=arch, dot=False, epilogue=epilogue)
     if groups and not groups & (groups - 1) and k <= RESIDENT_MAX_K:
         programs = min(ONE_ROW_PROGRAMS_PER_SM * sms, -(-n // RESIDENT_BLOCK_N))
-        return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, programs=programs,
-                           words=words_fit(RESIDENT_BLOCK_N, k, group, RESIDENT_WARPS), ahead=True, max_registers=RESIDENT_REGISTERS,
-                           **{**common, "warps": RESIDENT_WARPS})
+        words = words_fit(RESIDENT_BLOCK_N, k, group, RESIDENT_WARPS)
+        return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, RESIDENT_BLOCK_N, k, warps=RESIDENT_WARPS,
+                           programs=programs, words=words, ahead=True, max_registers=RESIDENT_REGISTERS, **common)
     step = group
     while step * 2 <= ONE_ROW_MAX_STEP and k % (step * 2) == 0:
         step *= 2
-    return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, ONE_ROW_BLOCK_N, step, **common)
+    return DequantSpec(1, n, k, "int4", group, epilogue is None, 1, 1, ONE_ROW_BLOCK_N, step, warps=4, **common)
 
 
 def declined(target) -> Optional[str]:
@@ -195,7 +195,7 @@ def _external(compiled, plan=None) -> ExternalKernel:
 
 def _form(spec) -> str:
     if spec.programs:
-        return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "") + (", a warp a row" if spec.warp_rows else "")
-                + (", next tile ahead" if spec.ahead else "")
+        return (f", CUDA cores, x resident on {spec.programs} programs" + (", word products" if spec.words else "")
+                + (", a warp a row" if spec.warp_rows else "") + (", next tile ahead" if spec.ahead else "")
                 + (f", {spec.max_registers} registers" if spec.max_registers else ""))
     return "" if spec.dot else ", CUDA cores"
