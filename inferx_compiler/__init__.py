@@ -7,14 +7,31 @@
 
 from __future__ import annotations
 
+import os as _os
+
 __version__ = "0.1.0"
+
+
+def _map_checkout_folders() -> None:
+    """In a source checkout, find `inferx_compiler.passes`, `.runtime` and `.dialects` in the
+    repository's top-level folders, where an installed package has them as subpackages
+    (pyproject.toml's package-dir). One import path for both: `python -m pytest` or a tool run
+    from a checkout imports the same modules as the installed package."""
+    root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    mapped = ("passes", "runtime", "dialects")
+    if _os.path.isfile(_os.path.join(root, "pyproject.toml")) and all(
+            _os.path.isfile(_os.path.join(root, name, "__init__.py")) for name in mapped):
+        __path__.append(root)  # noqa: F821 (a package's own __path__)
+
+
+_map_checkout_folders()
 
 
 def compile_onnx(model_path: str, target: str, output: str, *, precision: str = "fp32",
                  quiet: bool = True):
     """Compile an ONNX file into an `.ixa` artifact at `output`; returns its Manifest."""
-    from .driver import CompileOptions, compile_onnx_file, write_result
-    from .log import BuildLog
+    from inferx_compiler.driver import CompileOptions, compile_onnx_file, write_result
+    from inferx_compiler.log import BuildLog
 
     result = compile_onnx_file(model_path, CompileOptions(target=target, precision=precision),
                                BuildLog(quiet=quiet))
@@ -25,7 +42,7 @@ def compile_onnx(model_path: str, target: str, output: str, *, precision: str = 
 def compile(module, example_inputs, target: str, output: str, *, precision: str = "fp32",
             dynamic_shapes=None, quiet: bool = True):
     """Compile a torch.nn.Module (through torch-mlir's FX importer) into an `.ixa` artifact."""
-    from .torch_frontend import compile_torch_module
+    from inferx_compiler.frontend.torch_import import compile_torch_module
 
     return compile_torch_module(module, example_inputs, target=target, output=output,
                                 precision=precision, dynamic_shapes=dynamic_shapes, quiet=quiet)
@@ -34,6 +51,6 @@ def compile(module, example_inputs, target: str, output: str, *, precision: str 
 def load(path: str, device: str | None = None, verify: str | None = None):
     """Load an `.ixa` artifact; returns a session with `run(feeds) -> dict`. `verify`: which
     members' sha256 are checked (all, skip-weights, none; default $INFERX_VERIFY_ARTIFACT or all)."""
-    from .runtime.session import load as _load
+    from inferx_compiler.runtime.session import load as _load
 
     return _load(path, device, verify=verify)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import graph_lowering
-from .artifact import PARAMETER_SCOPE
-from .iree_backend import BUILD_DIR
-from .options import CompileOptions
-from .targets import HOPPER_ARCHS, MATMUL_TILE_BYTES_OPTION, Target, get_target
+from inferx_compiler.frontend import graph_lowering
+from inferx_compiler.artifact.archive import PARAMETER_SCOPE
+from inferx_compiler.backend.iree_backend import BUILD_DIR
+from inferx_compiler.options import CompileOptions
+from inferx_compiler.targets import HOPPER_ARCHS, MATMUL_TILE_BYTES_OPTION, Target, get_target
 
 # IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
 # (Only then: lowerings introduce f64 scalars of their own that IREE's constant
@@ -165,8 +165,8 @@ def iree_flags(target: Target, options: CompileOptions) -> list[str]:
     the matmul tile budget: --tune's, or the tuning database's for this model), then the user's
     extra flags. A user flag of the same option as a target flag replaces it (process-wide
     options take one value)."""
-    from .iree_global_options import option_name
-    from .passes.conv_strategy import PREPROCESSING_PIPELINE
+    from inferx_compiler.backend.iree_global_options import option_name
+    from inferx_compiler.passes.conv_strategy import PREPROCESSING_PIPELINE
 
     semantic = list(KEEP_F64_FLAGS) if options.keep_f64 else []
     decisions = []

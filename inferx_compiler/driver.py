@@ -25,19 +25,20 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import graph_lowering, onnx_frontend
-from .artifact import Manifest, MODULE_MLIR, MODULE_VMFB, sha256_file, write_artifact
-from .errors import ModelLoadError, PipelineError, TargetError
-from .build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
+from inferx_compiler.frontend import graph_lowering
+from inferx_compiler.frontend import onnx_import
+from inferx_compiler.artifact.archive import Manifest, MODULE_MLIR, MODULE_VMFB, sha256_file, write_artifact
+from inferx_compiler.errors import ModelLoadError, PipelineError, TargetError
+from inferx_compiler.build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
                          graph_decision_pipeline, iree_flags, iree_input_pipeline, without_transients)
-from .log import BuildLog
-from .onnx_nodes import attribute_failure
-from .options import EMIT_CHOICES, PRECISIONS, CompileOptions
-from .mlir_contexts import module_to_bytecode, new_graph_context
-from .targets import AGGRESSIVE_FUSION_FLAG, Target, get_target
-from .passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
-from .specialization import DEFAULT_STATIC_BATCHES, Specialization, batch_specializations
-from .versions import stack_versions
+from inferx_compiler.log import BuildLog
+from inferx_compiler.frontend.onnx_nodes import attribute_failure
+from inferx_compiler.options import EMIT_CHOICES, PRECISIONS, CompileOptions
+from inferx_compiler.mlir_contexts import module_to_bytecode, new_graph_context
+from inferx_compiler.targets import AGGRESSIVE_FUSION_FLAG, Target, get_target
+from inferx_compiler.passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
+from inferx_compiler.frontend.specialization import DEFAULT_STATIC_BATCHES, Specialization, batch_specializations
+from inferx_compiler.versions import stack_versions
 
 @dataclass
 class CompileResult:
@@ -52,9 +53,9 @@ class CompileResult:
 def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
     """Only the precision plan of a build (--emit-plan without -o)."""
     target = check_request(options)
-    model, digest = onnx_frontend.load_model(model_path)
+    model, digest = onnx_import.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
-    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
+    prepared = onnx_import.prepare(model, name=name, sha256=digest, log=log,
                                      input_shapes=dict(options.input_shapes),
                                      input_values=dict(options.input_values))
     return precision_plan_for(options, target, prepared, log)
@@ -63,7 +64,7 @@ def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
 def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
     check_request(options)
     log.step(f"loading {os.path.basename(model_path)}")
-    model, digest = onnx_frontend.load_model(model_path)
+    model, digest = onnx_import.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
     return compile_onnx_model(model, name, digest, options, log)
 
@@ -71,11 +72,11 @@ def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -
 def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, log: BuildLog) -> CompileResult:
     """compile_onnx_file on a loaded ModelProto (`digest`: the file's sha256)."""
     target = check_request(options)
-    prepared = onnx_frontend.prepare(model, name=name, sha256=digest, log=log,
+    prepared = onnx_import.prepare(model, name=name, sha256=digest, log=log,
                                      externalize_weights=(options.emit != "vmfb"),
                                      input_shapes=dict(options.input_shapes),
                                      input_values=dict(options.input_values))
-    dynamic_images = onnx_frontend.dynamic_spatial_nodes(prepared) if target.executable else []
+    dynamic_images = onnx_import.dynamic_spatial_nodes(prepared) if target.executable else []
     if dynamic_images:
         log.warn(f"{len(dynamic_images)} convolution/pool node(s) see dynamic image sizes "
                  f"({', '.join(dynamic_images[:3])}{', ...' if len(dynamic_images) > 3 else ''}); IREE 3.13 fails "
@@ -99,7 +100,7 @@ def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) 
 
 def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:
     name, digest = prepared.name, prepared.sha256
-    options = dataclasses.replace(options, keep_f64=onnx_frontend.uses_float64(prepared),
+    options = dataclasses.replace(options, keep_f64=onnx_import.uses_float64(prepared),
                                   **_measured_build_knobs(options, target, digest, log),
                                   plan=precision_plan_for(options, target, prepared, log))
     parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
@@ -138,7 +139,7 @@ def _compile_prepared(prepared, options: CompileOptions, target: Target, log: Bu
 def precision_plan_for(options: CompileOptions, target: Target, prepared, log: BuildLog):
     """The build's precision plan (precision_plan.py): replayed from --precision-plan, uniform,
     calibrated (auto or a fixed mode with --calibration), or the rule without calibration data."""
-    from . import precision_plan as pp
+    from inferx_compiler.precision import precision_plan as pp
 
     if options.precision_plan_file:
         plan = pp.load_plan(options.precision_plan_file, target, pp.model_layers(prepared.proto, prepared.weights))
@@ -151,7 +152,7 @@ def precision_plan_for(options: CompileOptions, target: Target, prepared, log: B
         else:
             plan = pp.uniform_plan(options.precision, target, layers, options.group_size)
         if options.calibration and options.uses_plan:
-            from . import calibration
+            from inferx_compiler.precision import calibration
 
             data = calibration.load_calibration(options.calibration, prepared.inputs)
             budget = options.accuracy_budget if options.accuracy_budget is not None else (
@@ -174,7 +175,7 @@ def _measured_build_knobs(options: CompileOptions, target: Target, model_sha256:
     matmul tile budget), as CompileOptions fields; a knob the options force stays as it is."""
     if not options.tuning_db:
         return {}
-    from . import tuning_db
+    from inferx_compiler.tuning import tuning_db
 
     entry = tuning_db.lookup_model(tuning_db.load(options.tuning_db), tuning_db.target_key(target), model_sha256)
     if entry is None:
@@ -208,7 +209,7 @@ def static_specializations(options: CompileOptions, target: Target, inputs) -> l
 def _add_specialized_function(module_op, prepared, spec: Specialization, parameter_keys, log) -> None:
     """Import the model again with `spec`'s dims fixed, lower it, and move its entry function
     into `module_op` as `spec.function` (its weight arguments carry the same parameter keys)."""
-    proto = onnx_frontend.specialize(prepared, dict(spec.dims))
+    proto = onnx_import.specialize(prepared, dict(spec.dims))
     static = dataclasses.replace(prepared, proto=proto)
     other = graph_lowering.import_onnx(static, module_op.context)
     graph_lowering.convert_onnx_ops(other, static, log)
@@ -220,7 +221,7 @@ def _add_specialized_function(module_op, prepared, spec: Specialization, paramet
 
 
 def check_request(options: CompileOptions) -> Target:
-    from .precision_plan import check_precision
+    from inferx_compiler.precision.precision_plan import check_precision
 
     target = get_target(options.target)
     if options.emit not in EMIT_CHOICES:
@@ -240,8 +241,8 @@ def check_request(options: CompileOptions) -> Target:
 def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
                     model_info: dict, inputs, outputs, weights,
                     specs: list[Specialization] = ()) -> CompileResult:
-    from .passes.pipeline import run_pipeline
-    from . import iree_backend
+    from inferx_compiler.passes.infra.pipeline import run_pipeline
+    from inferx_compiler.backend import iree_backend
 
     with ctx:
         if options.uses_plan:
@@ -283,7 +284,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
     if "iree-input" in manifest.pipeline:
         manifest.pipeline["iree-input"] = used
     if result.parameter_keys is not None:  # exactly what the module reads; quantized weights derived
-        from . import quantization
+        from inferx_compiler.precision import quantization
 
         weights = quantization.materialize(result.parameter_keys, weights)
     manifest.module = MODULE_VMFB
@@ -308,9 +309,8 @@ def _c_kernels_used(dispatches: list) -> dict:
     targets: the VNNI, AMX, f32 and softmax kernels, and each generated epilogue variant of the f32 kernel
     as "f32_gemm_<tag>.c (generated)"), for the manifest: a rebuild with another C compiler can
     differ."""
-    from .passes.cpu_extern import ROW_SOURCES, SOURCE_OF_KIND
-
-    from .kernels import cpu_objects
+    from inferx_compiler.passes.support.cpu_extern import ROW_SOURCES, SOURCE_OF_KIND
+    from inferx_compiler.kernels import cpu_objects
 
     used = {}
     for kind, source in {**SOURCE_OF_KIND, **ROW_SOURCES}.items():
@@ -338,8 +338,8 @@ def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, inp
     rejects some bool-masked attention graphs in linalg.pack; not when the build forces a
     data-tiling choice: then the failure stands). Returns (result, flags, input pipeline) used
     and, when data tiling was dropped, a note saying so for the manifest (else None)."""
-    from . import iree_backend
-    from .errors import PipelineError
+    from inferx_compiler.backend import iree_backend
+    from inferx_compiler.errors import PipelineError
 
     def build(pipeline: str, flags: list[str], note: Optional[str] = None):
         return iree_backend.compile_module(bytecode, flags, input_pipeline=pipeline, dispatch_pipeline=dispatch,
@@ -389,7 +389,7 @@ def _first_error(e: Exception) -> str:
 def write_result(result: CompileResult, out_path: str, options: CompileOptions = None,
                  log: BuildLog = None) -> None:
     """Write the artifact; with batch sizes, record each bucket's latency (see buckets.py)."""
-    from . import buckets
+    from inferx_compiler.artifact import buckets
 
     sizes = list(options.batch_sizes) if options else []
     target = get_target(result.manifest.target["name"]) if sizes else None

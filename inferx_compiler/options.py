@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .errors import InferXError
+from inferx_compiler.errors import InferXError
 
 EMIT_CHOICES = ("artifact", "torch", "linalg", "inferx", "executable-sources", "vmfb")
 PRECISIONS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "auto")

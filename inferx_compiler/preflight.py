@@ -19,11 +19,11 @@ from typing import Optional
 
 import onnx
 
-from . import onnx_frontend
-from .errors import InferXError, ModelLoadError, PipelineError, UnsupportedOpsError
-from .log import BuildLog
-from .onnx_nodes import describe_node
-from .options import CompileOptions
+from inferx_compiler.frontend import onnx_import
+from inferx_compiler.errors import InferXError, ModelLoadError, PipelineError, UnsupportedOpsError
+from inferx_compiler.log import BuildLog
+from inferx_compiler.frontend.onnx_nodes import describe_node
+from inferx_compiler.options import CompileOptions
 
 MAX_ROUNDS = 12  # builds tried; each round cuts the nodes of one failure
 
@@ -73,17 +73,17 @@ class CheckReport:
 
 
 def check_onnx_file(path: str, options: CompileOptions, log: BuildLog) -> CheckReport:
-    from .driver import check_request
+    from inferx_compiler.driver import check_request
 
     report = CheckReport(model=path, target=options.target)
     check_request(options)
     try:
-        model, digest = onnx_frontend.load_model(path)
+        model, digest = onnx_import.load_model(path)
     except ModelLoadError as e:
         report.problems.append(Problem("load", str(e)))
         return report
     name = os.path.splitext(os.path.basename(path))[0]
-    onnx_frontend.name_nodes(model)
+    onnx_import.name_nodes(model)
     _check_tensor_types(model, report)
     if report.problems:
         report.complete = False
@@ -108,7 +108,7 @@ def _check_tensor_types(model: onnx.ModelProto, report: CheckReport) -> None:
         bad = sorted({kinds[t] for t in list(n.input) + list(n.output) if t in kinds})
         if bad:
             report.problems.append(Problem("onnx", f"takes or makes {'/'.join(bad)} tensors, which no "
-                                                   f"lowering supports", onnx_frontend.node_record(model, n)))
+                                                   f"lowering supports", onnx_import.node_record(model, n)))
     for vi in list(model.graph.input) + list(model.graph.output):
         if vi.name in kinds and not any(vi.name in list(n.input) + list(n.output) for n in model.graph.node):
             report.problems.append(Problem("onnx", f"graph {'input' if vi in model.graph.input else 'output'} "
@@ -117,7 +117,7 @@ def _check_tensor_types(model: onnx.ModelProto, report: CheckReport) -> None:
 
 def _probe_builds(model, name: str, digest: str, options: CompileOptions, report: CheckReport,
                   log: BuildLog) -> None:
-    from .driver import compile_onnx_model
+    from inferx_compiler.driver import compile_onnx_model
 
     for round_ in range(1, MAX_ROUNDS + 1):
         report.rounds = round_
@@ -153,7 +153,7 @@ def _probe_builds(model, name: str, digest: str, options: CompileOptions, report
 def _classify(error: InferXError) -> tuple[str, list[dict], str]:
     """(stage, ONNX nodes, one-line message) of a failed build."""
     if isinstance(error, UnsupportedOpsError):
-        foreign = [n for n in error.nodes if n["domain"] not in onnx_frontend.LOWERABLE_DOMAINS]
+        foreign = [n for n in error.nodes if n["domain"] not in onnx_import.LOWERABLE_DOMAINS]
         if foreign:
             return "onnx", foreign, "no lowering exists for ops of this operator domain"
         return "onnx-to-torch", error.nodes, "torch-mlir has no conversion of this op (at this opset)"

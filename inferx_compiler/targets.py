@@ -22,7 +22,7 @@ import platform
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import TargetError
+from inferx_compiler.errors import TargetError
 
 _DTYPE_BITS = {"f64": 64, "f32": 32, "f16": 16, "bf16": 16, "f8": 8, "i64": 64,
                "i32": 32, "i16": 16, "i8": 8, "i4": 4}

@@ -41,7 +41,7 @@ class TensorSpec:
         try:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)).name
         except Exception:
-            from .errors import ModelLoadError
+            from inferx_compiler.errors import ModelLoadError
 
             raise ModelLoadError(f"'{vi.name}' has ONNX element type "
                                  f"{onnx.TensorProto.DataType.Name(tt.elem_type) if tt.elem_type in onnx.TensorProto.DataType.values() else tt.elem_type}, "

@@ -6,7 +6,7 @@ IREE 3.13 has no AMX code: its bf16 matmuls on a Sapphire Rapids-class CPU run i
 from stored parameters alone (a weight truncated to bf16 by inferx-apply-precision, directly or
 through the transpose of a Gemm with transB=1) by a `flow.dispatch` to
 inferx_compiler/kernels/bf16_amx_gemm.c (`tdpbf16ps`: a 16x32 by 32x16 bf16 tile product into
-16x16 f32 sums, 8192 multiply-adds an instruction), linked through passes/cpu_extern.py:
+16x16 f32 sums, 8192 multiply-adds an instruction), linked through passes/support/cpu_extern.py:
 
     y[M, N] = init + a[M, K] b[K, N]    ->    c = amx(a, pack(pad(b)))[:, :N];  y = init + c
                                                (y = c when init is a zero fill)
@@ -26,10 +26,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .base import TargetedPass
-from .iree_ir import generic
-from .linalg_analysis import collect
-from .weight_products import run_weight_kernel
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import generic
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.weight_products import run_weight_kernel
 
 def amx_packed(w):
     """w [K, N] bf16 in the kernel's layout (kernels/bf16_amx_gemm.c), flattened: element

@@ -37,9 +37,8 @@ from typing import ClassVar, Literal
 from torch_mlir import ir
 
 from inferx_compiler.dialects.inferx import PLAN_ATTR, PRECISION_ATTR, PRECISIONS
-
-from .base import ModulePass, PassFailure
-from .linalg_analysis import collect, estimate_flops, is_contraction
+from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.analysis.linalg_analysis import collect, estimate_flops, is_contraction
 
 
 def _all_f32(op: ir.Operation) -> bool:

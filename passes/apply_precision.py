@@ -26,10 +26,9 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg
 
 from inferx_compiler.dialects.inferx import PRECISION_ATTR, PRECISIONS
-
-from .base import ModulePass, PassFailure
-from .linalg_analysis import collect, inputs_and_init, is_contraction
-from .linalg_util import empty_like, parallel_generic
+from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.analysis.linalg_analysis import collect, inputs_and_init, is_contraction
+from inferx_compiler.passes.support.linalg_util import empty_like, parallel_generic
 
 _LOW = {"f16": ir.F16Type, "bf16": ir.BF16Type}
 _MEMOIZED = "linalg.memoized_indexing_maps"  # cached by get_indexing_maps; not copied

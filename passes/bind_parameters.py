@@ -25,9 +25,8 @@ from __future__ import annotations
 import dataclasses
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
-
-from .base import ModulePass, PassFailure
-from .func_util import arg_attrs, public_functions
+from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.analysis.func_util import arg_attrs, public_functions
 
 IMPL_PREFIX = "_inferx_impl_"
 KEYS_ATTR = "inferx.parameter_keys"

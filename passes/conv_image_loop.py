@@ -31,10 +31,10 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .base import TargetedPass
-from .iree_ir import constant_scalar, defining_op, generic, is_zero_fill
-from .linalg_analysis import collect
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import constant_scalar, defining_op, generic, is_zero_fill
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.remarks import remark
 
 CONVOLUTION = "linalg.conv_2d_nchw_fchw"
 

@@ -87,10 +87,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from .base import TargetedPass
-from .iree_ir import generic, plain_matmul, resized, zeros
-from .linalg_analysis import collect, is_convolution_op
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import generic, plain_matmul, resized, zeros
+from inferx_compiler.passes.analysis.linalg_analysis import collect, is_convolution_op
+from inferx_compiler.passes.analysis.remarks import remark
 
 WINOGRAD_ATTR = "__winograd_conv"
 STRATEGY_ATTR = "inferx.conv_strategy"

@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Optional
 
-from .base import TargetedPass
-from .iree_ir import constant_scalar
-from .linalg_analysis import collect
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import constant_scalar
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.remarks import remark
 
 SPLIT = 1.5  # x P(x^2) below, Q(|x|) from here to ERF_ONE
 ERF_ONE = 4.0  # erf(4) = 1 - 1.5e-8: 1.0 in f32

@@ -30,9 +30,9 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from .base import PassFailure, TargetedPass
-from .dispatch_report import executables, root_op, structured_ops
-from .remarks import remark
+from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
+from inferx_compiler.passes.dispatch_report import executables, root_op, structured_ops
+from inferx_compiler.passes.analysis.remarks import remark
 
 CONFIG_ATTR = "inferx.config"
 
@@ -41,7 +41,7 @@ def signature(root, ops) -> str:
     """A stable description of what a dispatch computes, for matching measurements."""
     from iree.compiler import ir
 
-    from .linalg_analysis import loop_extents
+    from inferx_compiler.passes.analysis.linalg_analysis import loop_extents
 
     maps = str(root.attributes["indexing_maps"]) if "indexing_maps" in root.attributes else ""
     iterators = str(root.attributes["iterator_types"]) if "iterator_types" in root.attributes else ""
@@ -76,9 +76,8 @@ class DispatchConfig(TargetedPass):
     def run(self, module) -> None:
         from iree.compiler import ir
 
-        from inferx_compiler import tuning_db
-
-        from . import cpu_configs
+        from inferx_compiler.tuning import tuning_db
+        from inferx_compiler.passes.support import cpu_configs
 
         target = self.target_record()
         db = tuning_db.load(self.tuning_db) if self.tuning_db else tuning_db.empty()
@@ -92,7 +91,7 @@ class DispatchConfig(TargetedPass):
             offered = cpu_configs.candidates(root, target, executable) if target.backend == "llvm-cpu" else []
             source, config = self._choose(db, key, sig, offered, root)
             if config is None and self.rules and target.backend == "cuda":
-                from . import cuda_configs
+                from inferx_compiler.passes.support import cuda_configs
 
                 config, which = cuda_configs.rule(root, ops, executable)
                 if config is not None:
@@ -112,7 +111,7 @@ class DispatchConfig(TargetedPass):
                 })
 
     def _choose(self, db, key, sig, offered, root):
-        from inferx_compiler import tuning_db
+        from inferx_compiler.tuning import tuning_db
 
         if self.candidate:
             if self.candidate <= len(offered):

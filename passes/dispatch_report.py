@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import ModulePass
-from .linalg_analysis import is_contraction, is_structured, summarize
+from inferx_compiler.passes.infra.base import ModulePass
+from inferx_compiler.passes.analysis.linalg_analysis import is_contraction, is_structured, summarize
 
 REPORT_ATTR = "inferx.dispatch"
 
@@ -62,7 +62,7 @@ def _copy_external_rows(executable) -> None:
     the pass that made it wrote (REPORT_ATTR and the config's)."""
     from iree.compiler import ir
 
-    from .dispatch_config import CONFIG_ATTR
+    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
 
     def visit(op):
         if op.name in ("hal.executable.export", "func.func") and REPORT_ATTR in op.attributes:

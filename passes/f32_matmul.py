@@ -11,7 +11,7 @@ weight rows prefetched (one row of activations streams the weight at memory spee
 
 This pass replaces each `linalg.matmul` with f32 operands whose right-hand operand is computed
 from stored parameters alone (a weight, directly or through the transpose of a Gemm with
-transB=1) by a `flow.dispatch` to that kernel, linked through passes/cpu_extern.py:
+transB=1) by a `flow.dispatch` to that kernel, linked through passes/support/cpu_extern.py:
 
     y[M, N] = init + a[M, K] b[K, N]    ->    c = f32(a, pack(pad(b)))[:, :N];  y = init + c
                                                (y = c when init is a zero fill)
@@ -52,16 +52,15 @@ import dataclasses
 from typing import ClassVar
 
 from inferx_compiler.kernels.cpu_objects import f32_k_block
-
-from . import cpu_extern
-from .base import TargetedPass
-from .conv_strategy import KERNEL_TAPS_MAX, conv_shape, marked_for_kernel
-from .cpu_extern import F32_LEFT_ROWS
-from .iree_ir import generic, is_zero_fill, resized, zero_padding
-from .linalg_analysis import collect
-from .matmul_epilogue import fusible_epilogue
-from .remarks import remark
-from .weight_products import (from_parameters, left_weight_candidate, left_weight_form, replace_product,
+from inferx_compiler.passes.support import cpu_extern
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.conv_strategy import KERNEL_TAPS_MAX, conv_shape, marked_for_kernel
+from inferx_compiler.passes.support.cpu_extern import F32_LEFT_ROWS
+from inferx_compiler.passes.support.iree_ir import generic, is_zero_fill, resized, zero_padding
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.matmul_epilogue import fusible_epilogue
+from inferx_compiler.passes.analysis.remarks import remark
+from inferx_compiler.passes.analysis.weight_products import (from_parameters, left_weight_candidate, left_weight_form, replace_product,
                               rewrite_products, run_weight_kernel)
 
 

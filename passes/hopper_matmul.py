@@ -11,7 +11,7 @@ sm_90a kernel (inferx_compiler/kernels/triton_matmul.py, PTX embedded in the mod
 
 Operands may be stored transposed (the matmul's indexing maps say so); the init is read by the
 kernel unless it is a zero fill. With one slice, the kernel also finishes the elementwise ops
-that follow the product (passes/matmul_epilogue.py: bias, activation, residual, the f16 cast,
+that follow the product (passes/analysis/matmul_epilogue.py: bias, activation, residual, the f16 cast,
 and the reshapes and transposes into attention heads or back to NCHW), so the dispatch yields
 their result and no IREE kernel reads the f32 product back; `epilogue=false` (or
 `--disable-pass inferx-hopper-epilogue`) leaves them to IREE. Split-K products are summed by a
@@ -54,7 +54,7 @@ operand tiles through TMA descriptors the kernel makes on the device (in Triton'
 scratch, which the dispatch then sizes for the grid): right on the H200, but no faster than the
 cp.async loop (BERT b8's shapes within +-10%, docs/bench/2026-12-02-h200-tma/), so off by default.
 Measured configurations: `tuning-db=FILE` (written by `inferx-compile --tune` / `inferx-tune`,
-inferx_compiler/cuda_tuning.py) holds, per target and form_signature (shape, element type,
+inferx_compiler/tuning/cuda_tuning.py) holds, per target and form_signature (shape, element type,
 operand layouts), the fastest of tuning_candidates measured on the GPU ("iree": leave the matmul
 to IREE); an entry replaces the rule for its form. A tuning build forces a candidate per matmul
 with the op attribute `inferx.hopper_config = "BMxBN[:S]" | "iree"`. Order: the tile=/split=
@@ -71,14 +71,13 @@ import math
 from typing import ClassVar, Optional
 
 from inferx_compiler.targets import HOPPER_ARCHS
-
-from .base import PassFailure, TargetedPass
-from .extern_dispatch import ExternalKernel, declare, dispatch, replace_product, scratch_types
-from .iree_ir import before_reshapes, defining_op, is_zero_fill
-from .linalg_analysis import collect, indexing_maps
-from .matmul_epilogue import fusible_epilogue
-from .remarks import op_counts, remark
-from .split_reduction import MIN_PARALLEL
+from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
+from inferx_compiler.passes.support.extern_dispatch import ExternalKernel, declare, dispatch, replace_product, scratch_types
+from inferx_compiler.passes.support.iree_ir import before_reshapes, defining_op, is_zero_fill
+from inferx_compiler.passes.analysis.linalg_analysis import collect, indexing_maps
+from inferx_compiler.passes.analysis.matmul_epilogue import fusible_epilogue
+from inferx_compiler.passes.analysis.remarks import op_counts, remark
+from inferx_compiler.passes.split_reduction import MIN_PARALLEL
 
 INPUT_TYPES = ("f16", "bf16")
 LONG_REDUCTION = 2048  # split-K is considered from this K on
@@ -441,13 +440,13 @@ class HopperMatmul(TargetedPass):
         """The tuning database's entry (`tuning-db=`) for `form` on this target, or None."""
         if not self.tuning_db:
             return None
-        from inferx_compiler import tuning_db
+        from inferx_compiler.tuning import tuning_db
 
         return tuning_db.lookup(self._tuning_db, tuning_db.target_key(self.target_record()), form_signature(form))
 
     @functools.cached_property
     def _tuning_db(self) -> dict:
-        from inferx_compiler import tuning_db
+        from inferx_compiler.tuning import tuning_db
 
         return tuning_db.load(self.tuning_db)
 
@@ -525,8 +524,8 @@ def _tma_fits(form: MatmulForm) -> bool:
 
 
 def _external(compiled, plans, source: str) -> ExternalKernel:
-    from .dispatch_config import CONFIG_ATTR
-    from .dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
+    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
 
     spec = compiled.spec
     n = spec.total_n if spec.outputs > 1 else spec.n  # a group: its members side by side

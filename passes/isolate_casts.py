@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .base import TargetedPass
-from .iree_ir import before_reshapes, defining_op, narrowing_cast_input
-from .linalg_analysis import all_parallel, collect
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import before_reshapes, defining_op, narrowing_cast_input
+from inferx_compiler.passes.analysis.linalg_analysis import all_parallel, collect
+from inferx_compiler.passes.analysis.remarks import remark
 
 def _is_reduction(op) -> bool:
     """A linalg.generic with a reduction loop and one input (not a contraction)."""

@@ -34,10 +34,10 @@ from torch_mlir.dialects import arith, math, tensor
 from inferx_compiler.dialects.inferx import (
     IREE_LEVEL_PRECISIONS, PLAN_ATTR, PRECISION_ATTR, DequantizeOp, QuantizeOp, QuantScheme, read_scheme)
 
-from .base import ModulePass, PassFailure
-from .linalg_analysis import collect
-from .linalg_util import empty_like, parallel_generic
-from .rounding import round_half_even
+from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.support.linalg_util import empty_like, parallel_generic
+from inferx_compiler.passes.support.rounding import round_half_even
 
 
 @dataclass(frozen=True)

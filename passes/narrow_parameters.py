@@ -10,7 +10,7 @@ loading it held both copies. This pass (IREE context, before inferx-bind-paramet
                                                                    its linalg.transpose: Gemm transB=1)
 
 by a parameter of the narrow type, `%t {inferx.parameter = "W#cast:bf16"}`, which the driver
-computes from the f32 weight with the same rounding (inferx_compiler/weight_casts.py): the
+computes from the f32 weight with the same rounding (inferx_compiler/precision/weight_casts.py): the
 outputs are bit for bit those of the truncating build, the stored weight half the size.
 
 The decision is per parameter key over all entry functions (a model's static-shape functions and
@@ -26,11 +26,10 @@ import dataclasses
 from typing import ClassVar
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
-
-from .base import ModulePass
-from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
-from .iree_ir import narrowing_cast_input
-from .remarks import remark
+from inferx_compiler.passes.infra.base import ModulePass
+from inferx_compiler.passes.analysis.func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
+from inferx_compiler.passes.support.iree_ir import narrowing_cast_input
+from inferx_compiler.passes.analysis.remarks import remark
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +62,7 @@ class NarrowParameters(ModulePass):
         from iree.compiler import ir
         from iree.compiler.dialects import linalg, tensor
 
-        from inferx_compiler.weight_casts import cast_key
+        from inferx_compiler.precision.weight_casts import cast_key
 
         with func_op.context, func_op.location:
             narrow = add_parameter_argument(func_op, ir.RankedTensorType.get(arg.type.shape, element),

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .base import ModulePass, PassFailure
-from .func_util import arg_attrs, public_functions
+from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.analysis.func_util import arg_attrs, public_functions
 
 SUFFIX = "$into"
 OUTPUT_ATTR = "iree.abi.output"

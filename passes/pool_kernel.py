@@ -29,11 +29,11 @@ from __future__ import annotations
 import math
 from typing import ClassVar, Optional
 
-from .base import TargetedPass
-from .cpu_extern import row_kernel_object
-from .iree_ir import constant_scalar, defining_op, spatial_padding
-from .linalg_analysis import collect
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.cpu_extern import row_kernel_object
+from inferx_compiler.passes.support.iree_ir import constant_scalar, defining_op, spatial_padding
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.remarks import remark
 
 POOLING = "linalg.pooling_nchw_max"
 ROW_MAX = 4096  # floats in the kernel's row buffer (maxpool_planes.c: MAXPOOL_ROW_MAX)
@@ -102,7 +102,7 @@ class PoolKernel(TargetedPass):
         from iree.compiler import ir
         from iree.compiler.dialects import tensor
 
-        from .cpu_extern import RowKernel, row_kernel
+        from inferx_compiler.passes.support.cpu_extern import RowKernel, row_kernel
 
         n, c, h, w = x.type.shape
         out_type = op.results[0].type

@@ -17,7 +17,7 @@ into
            to [K, N]: the int4 weight requantized per column, once, at load
 
 where `wq` and `s` are new entry arguments tagged with the derived parameter keys of
-`inferx_compiler.quantization` ("W#q:int8", "W#q:int8:scale", ...): the driver stores the
+`inferx_compiler.precision.quantization` ("W#q:int8", "W#q:int8:scale", ...): the driver stores the
 integer weights under those keys, and the f32 weight argument is dropped when nothing else
 reads it. Asymmetric rows: activations after ReLU/GELU are mostly positive, and a symmetric
 range would waste half the levels on them (the MLP's int8 error was 4.5%, onnxruntime's
@@ -57,7 +57,7 @@ exact: the reduction-innermost weight ([N, K], a transposed-B generic contractio
 contraction over (group, element) as one generic. The cost: IREE's matvec over a [K, N] int8 weight is slow (the 8x4096^2 MLP at batch 1
 took 107 us a layer, against 11 us for f16).
 Where the rows are not tokens (the matrix-vector form: weight stored [N, K] / [N, K/G, G]), the
-product runs on our Triton kernel instead (passes/dequant_matvec.py: static rows up to 64, sm_80
+product runs on our Triton kernel instead (passes/support/dequant_matvec.py: static rows up to 64, sm_80
 and later, Triton installed; `matvec-kernel=false` or `--disable-pass inferx-dequant-matvec`
 keeps IREE's form), with the reason in the remark where it declines.
 
@@ -73,16 +73,16 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR, PRECISION_ATTR
-from inferx_compiler.quantization import INT4_MAX, INT8_MAX, WeightScheme
-
-from . import cpu_extern, dequant_matvec
-from .base import PassFailure, TargetedPass
-from .func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
-from .iree_ir import defining_op, generic, is_zero_fill, plain_matmul, resized
-from .linalg_analysis import collect
-from .matmul_epilogue import fusible_epilogue
-from .remarks import op_counts, remark
-from .rounding import round_half_even
+from inferx_compiler.precision.quantization import INT4_MAX, INT8_MAX, WeightScheme
+from inferx_compiler.passes.support import cpu_extern
+from inferx_compiler.passes.support import dequant_matvec
+from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
+from inferx_compiler.passes.analysis.func_util import add_parameter_argument, arg_attrs, erase_unused_parameter_arguments, public_functions
+from inferx_compiler.passes.support.iree_ir import defining_op, generic, is_zero_fill, plain_matmul, resized
+from inferx_compiler.passes.analysis.linalg_analysis import collect
+from inferx_compiler.passes.analysis.matmul_epilogue import fusible_epilogue
+from inferx_compiler.passes.analysis.remarks import op_counts, remark
+from inferx_compiler.passes.support.rounding import round_half_even
 
 INTEGER_PRECISIONS = ("i8", "i4")
 ACTIVATION_LEVELS = 255  # int8 activations: 256 levels per row, asymmetric

@@ -9,7 +9,7 @@ the output summing it, one scaling by the reciprocal of the sum.
 
 This pass finds what the importers make of a softmax over the last dim (torch-mlir:
 `e = exp(x - b)`, `s = sum(e)` along the last dim, `y = e / s`, with `b` a row value, the row's
-max) and replaces `y` by the kernel's dispatch (passes/cpu_extern.py), x viewed as [rows, N]:
+max) and replaces `y` by the kernel's dispatch (passes/support/cpu_extern.py), x viewed as [rows, N]:
 
     b = max(x) ...; e = exp(x - b); s = sum(e); y = e / s    ->    y = softmax_rows(x)
 
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import ClassVar, Optional
 
-from .base import TargetedPass
-from .cpu_extern import row_kernel_object
-from .iree_ir import before_reshapes, body_ops, defining_op, is_zero_fill
-from .linalg_analysis import all_parallel, collect, indexing_maps, reduction_loops
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.cpu_extern import row_kernel_object
+from inferx_compiler.passes.support.iree_ir import before_reshapes, body_ops, defining_op, is_zero_fill
+from inferx_compiler.passes.analysis.linalg_analysis import all_parallel, collect, indexing_maps, reduction_loops
+from inferx_compiler.passes.analysis.remarks import remark
 
 
 def _binary_body(op, name: str, commutative: bool = False) -> bool:
@@ -138,7 +138,7 @@ class SoftmaxKernel(TargetedPass):
         from iree.compiler import ir
         from iree.compiler.dialects import tensor
 
-        from .cpu_extern import RowKernel, row_kernel
+        from inferx_compiler.passes.support.cpu_extern import RowKernel, row_kernel
 
         div = ops[0]
         shape = list(x.type.shape)

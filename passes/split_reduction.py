@@ -43,10 +43,10 @@ import dataclasses
 import math
 from typing import ClassVar, Optional
 
-from .base import TargetedPass
-from .iree_ir import generic, zeros
-from .linalg_analysis import collect, indexing_maps
-from .remarks import remark
+from inferx_compiler.passes.infra.base import TargetedPass
+from inferx_compiler.passes.support.iree_ir import generic, zeros
+from inferx_compiler.passes.analysis.linalg_analysis import collect, indexing_maps
+from inferx_compiler.passes.analysis.remarks import remark
 
 TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 64] with mma.sync)
 WAVES = 3  # tiles x S up to three per SM: the best split in the sweep for every shape measured

@@ -33,11 +33,10 @@ import dataclasses
 from typing import ClassVar, Optional
 
 from inferx_compiler.dialects.inferx import PRECISION_ATTR
-
-from .base import ModulePass
-from .iree_ir import body_ops, cast_generic, defining_op, generic, plain_matmul
-from .linalg_analysis import collect, indexing_maps
-from .remarks import remark
+from inferx_compiler.passes.infra.base import ModulePass
+from inferx_compiler.passes.support.iree_ir import body_ops, cast_generic, defining_op, generic, plain_matmul
+from inferx_compiler.passes.analysis.linalg_analysis import collect, indexing_maps
+from inferx_compiler.passes.analysis.remarks import remark
 
 
 

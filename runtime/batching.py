@@ -40,12 +40,11 @@ import numpy as np
 
 from inferx_compiler.errors import InferXError, InputValidationError
 from inferx_compiler.tensor_spec import TensorSpec
-
-from .batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClock, PendingRequest, Priority,
+from inferx_compiler.runtime.batch_queue import (Batch, BatchingConfig, BatchQueue, Clock, MonotonicClock, PendingRequest, Priority,
                           QueueFullError, RequestTimeoutError)
-from .buffers import concat_padded
-from .interpreter import tune_for_serving
-from .validation import strip_fixed_inputs, validate_feeds
+from inferx_compiler.runtime.buffers import concat_padded
+from inferx_compiler.runtime.interpreter import tune_for_serving
+from inferx_compiler.runtime.validation import strip_fixed_inputs, validate_feeds
 
 __all__ = ["Batch", "BatchingConfig", "BatchQueue", "BatcherStats", "DynamicBatcher", "Priority",
            "QueueFullError", "RequestTimeoutError"]

@@ -23,8 +23,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc as pbg
 
-from .kserve import DTYPE_TO_DATATYPE, InferRequest, RequestError, decode_tensor
-from .protocol import GRPC_CODES, InferenceCore, error_message, status_of
+from inferx_compiler.runtime.kserve import DTYPE_TO_DATATYPE, InferRequest, RequestError, decode_tensor
+from inferx_compiler.runtime.protocol import GRPC_CODES, InferenceCore, error_message, status_of
 
 # requests of one stream being served at once; past it the stream is read no further (HTTP/2 flow
 # control then holds the client back)

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .kserve import HEADER_LENGTH, RequestError, encode_response, parse_request
-from .protocol import EXTENSIONS, InferenceCore, error_message, status_of
+from inferx_compiler.runtime.kserve import HEADER_LENGTH, RequestError, encode_response, parse_request
+from inferx_compiler.runtime.protocol import EXTENSIONS, InferenceCore, error_message, status_of
 
 MAX_BODY_BYTES = 256 << 20
 READ_TIMEOUT_S = 30.0

@@ -35,9 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from inferx_compiler.errors import InferXError
-
-from .batch_queue import Batch, BatchQueue, Priority, QueueFullError
-from .batching import DynamicBatcher, fail_expired
+from inferx_compiler.runtime.batch_queue import Batch, BatchQueue, Priority, QueueFullError
+from inferx_compiler.runtime.batching import DynamicBatcher, fail_expired
 
 __all__ = ["INLINE_BUDGET_S", "LoopBatcher"]
 

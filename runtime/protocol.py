@@ -27,13 +27,12 @@ import time
 from typing import Callable, Optional
 
 from inferx_compiler.errors import InferXError, InputValidationError
-from inferx_compiler.heatmap import input_length_bin
-
-from .batch_queue import QueueFullError, RequestTimeoutError
-from .kserve import InferRequest, RequestError
-from .loop_batching import LoopBatcher
-from .repository import ModelRepository, ModelVersion
-from .serving_metrics import ServingMetrics
+from inferx_compiler.runtime.heatmap import input_length_bin
+from inferx_compiler.runtime.batch_queue import QueueFullError, RequestTimeoutError
+from inferx_compiler.runtime.kserve import InferRequest, RequestError
+from inferx_compiler.runtime.loop_batching import LoopBatcher
+from inferx_compiler.runtime.repository import ModelRepository, ModelVersion
+from inferx_compiler.runtime.serving_metrics import ServingMetrics
 
 # What this server implements beyond the core protocol (listed by GET /v2 and ServerMetadata).
 # model_repository: the index; load/unload are refused (models are fixed at start, as in

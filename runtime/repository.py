@@ -24,8 +24,7 @@ from http import HTTPStatus
 from typing import Optional, Sequence
 
 from inferx_compiler.errors import InferXError
-
-from .kserve import RequestError, datatype_of
+from inferx_compiler.runtime.kserve import RequestError, datatype_of
 
 MODEL_FILE = "model.ixa"
 _SEQUENCE_NAME = re.compile(r"seq|len|token", re.IGNORECASE)
@@ -117,7 +116,7 @@ class ModelRepository:
              options=None) -> "ModelRepository":
         """Load every artifact (model NAME = file stem or `name`, version 1) and every
         DIR/NAME/VERSION/model.ixa of `directory`."""
-        from .service import Service, ServiceOptions
+        from inferx_compiler.runtime.service import Service, ServiceOptions
 
         entries = [(name or os.path.splitext(os.path.basename(a))[0], "1", a) for a in artifacts]
         if name and len(artifacts) > 1:

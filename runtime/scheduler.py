@@ -19,7 +19,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from .batching import BatchingConfig, DynamicBatcher, Priority
+from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher, Priority
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Scheduler:
 
 def measure_speed(run: Callable[[dict], dict], feeds: dict, rounds: int = 3) -> float:
     """Rows per second of `run` on `feeds` (median of a few runs after one warm-up)."""
-    from .timing import median_ms
+    from inferx_compiler.runtime.timing import median_ms
 
     rows = next(iter(feeds.values())).shape[0]
     return rows / max(median_ms(lambda: run(feeds), rounds) * 1e-3, 1e-12)
@@ -113,7 +113,7 @@ def lane_for_sessions(sessions: Sequence, config: BatchingConfig, *, name: Optio
     """A lane over one or several instances of an artifact on one device kind (one queue, a
     batch runs on whichever instance is free); speed measured at max batch on one instance,
     times the instances, unless given."""
-    from .bench_inputs import random_feeds
+    from inferx_compiler.runtime.bench_inputs import random_feeds
 
     first = sessions[0]
     buckets = tuple(b["size"] for b in first.artifact.manifest.batch_buckets or [])

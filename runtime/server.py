@@ -29,10 +29,10 @@ import socket
 import threading
 from typing import Callable, Optional
 
-from .http_app import MAX_BODY_BYTES, READ_TIMEOUT_S, HTTPFrontEnd
-from .protocol import InferenceCore
-from .repository import ModelRepository
-from .serving_metrics import ServingMetrics
+from inferx_compiler.runtime.http_app import MAX_BODY_BYTES, READ_TIMEOUT_S, HTTPFrontEnd
+from inferx_compiler.runtime.protocol import InferenceCore
+from inferx_compiler.runtime.repository import ModelRepository
+from inferx_compiler.runtime.serving_metrics import ServingMetrics
 
 __all__ = ["InferenceServer", "MAX_BODY_BYTES", "bind_socket", "new_event_loop"]
 
@@ -169,7 +169,7 @@ class InferenceServer:
         grpc_server = None
         try:
             if self._grpc_requested is not None:
-                from .grpc_server import grpc_server as make_grpc
+                from inferx_compiler.runtime.grpc_server import grpc_server as make_grpc
 
                 grpc_server, self.grpc_port = make_grpc(self.core, self.host, self._grpc_requested,
                                                         reuse_port=self.reuse_port,

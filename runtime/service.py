@@ -12,9 +12,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from inferx_compiler.tensor_spec import TensorSpec
-
-from .batching import BatchingConfig
-from .scheduler import Scheduler
+from inferx_compiler.runtime.batching import BatchingConfig
+from inferx_compiler.runtime.scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -34,10 +33,10 @@ class ServiceOptions:
 
 class Service:
     def __init__(self, artifact: str, options: ServiceOptions = ServiceOptions()):
-        from .scheduler import lane_for_sessions
+        from inferx_compiler.runtime.scheduler import lane_for_sessions
 
         if options.cpu_workers is not None:
-            from .devices import configure_cpu
+            from inferx_compiler.runtime.devices import configure_cpu
 
             configure_cpu(options.cpu_workers)
         self.artifact = artifact
@@ -87,7 +86,7 @@ class Service:
 
 def load_instances(artifact: str, device: Optional[str], requested: Optional[int]) -> list:
     """The sessions serving one device: the artifact loaded once per model instance."""
-    from .session import load
+    from inferx_compiler.runtime.session import load
 
     first = load(artifact, device=device)
     return [first] + [load(artifact, device=first.device)
@@ -117,7 +116,7 @@ def batch_figures(rows: int, batches: int, padded_rows: int) -> dict:
 def batching_config(session, options: ServiceOptions) -> BatchingConfig:
     """Defaults from the artifact's bucket table (re-measured on this device when they are
     estimates), then the options' overrides."""
-    from inferx_compiler.buckets import default_batching, serving_buckets
+    from inferx_compiler.artifact.buckets import default_batching, serving_buckets
 
     buckets = serving_buckets(session)
     config = default_batching(buckets)[0] if buckets else BatchingConfig()

@@ -7,16 +7,15 @@ import weakref
 
 import numpy as np
 
-from inferx_compiler.artifact import open_for_running
+from inferx_compiler.artifact.archive import open_for_running
 from inferx_compiler.errors import ArtifactError
 from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dtype
-
-from .buffers import StagingBuffers, concat_padded, write_rows
-from .call_thread import CallThread, call_nice
-from .output_entry import OutputEntry
-from .devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
+from inferx_compiler.runtime.buffers import StagingBuffers, concat_padded, write_rows
+from inferx_compiler.runtime.call_thread import CallThread, call_nice
+from inferx_compiler.runtime.output_entry import OutputEntry
+from inferx_compiler.runtime.devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
                       hal_device, parse_device)
-from .validation import strip_fixed_inputs, validate_feeds
+from inferx_compiler.runtime.validation import strip_fixed_inputs, validate_feeds
 
 
 class InferenceSession:
@@ -374,5 +373,5 @@ def load(path: str, device: str | None = None, verify: str | None = None) -> Inf
     a member is missing or extra, or its module was compiled by another IREE release than the
     installed runtime. `verify` ("all", "skip-weights", "none", optionally with
     ",ignore-iree-version"; default $INFERX_VERIFY_ARTIFACT, else "all") relaxes that, with
-    a warning naming what was not checked: see inferx_compiler.artifact.VerifyPolicy."""
+    a warning naming what was not checked: see inferx_compiler.artifact.archive.VerifyPolicy."""
     return InferenceSession(path, device, verify)

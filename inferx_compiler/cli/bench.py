@@ -23,9 +23,9 @@ from types import SimpleNamespace
 import click
 import numpy as np
 
-from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
+from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
                      run_cli)
-from .serving_options import service_options, serving_options
+from inferx_compiler.cli.serving_options import service_options, serving_options
 
 HELP = """Load-test an .ixa artifact through the runtime (batcher, scheduler).
 

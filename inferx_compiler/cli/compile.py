@@ -17,8 +17,7 @@ from inferx_compiler.options import ATTENTION_CHOICES, EMIT_CHOICES, OPTIONAL_PA
 from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.targets import all_targets, format_target_table, get_target
-
-from .common import (CONTEXT_SETTINGS, click_main, command_argv, completion_epilog, existing_file,
+from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, command_argv, completion_epilog, existing_file,
                      existing_path, options_namespace, run_cli, run_isolated)
 
 
@@ -48,7 +47,7 @@ def _target_name(ctx, param, value):
 def _batch_sizes(ctx, param, value):
     if value is None:
         return ()
-    from inferx_compiler.buckets import parse_batch_sizes
+    from inferx_compiler.artifact.buckets import parse_batch_sizes
 
     try:
         return tuple(parse_batch_sizes(value))
@@ -234,7 +233,7 @@ def _check_input_shapes(model: str, shapes: dict, values: dict) -> None:
     import onnx
 
     from inferx_compiler.errors import ModelLoadError
-    from inferx_compiler.onnx_frontend import fix_input_shapes, fix_input_values
+    from inferx_compiler.frontend.onnx_import import fix_input_shapes, fix_input_values
 
     try:
         proto = onnx.load(model, load_external_data=False)
@@ -250,8 +249,8 @@ def _check_input_shapes(model: str, shapes: dict, values: dict) -> None:
 def _check_batch_dim(model: str) -> None:
     """--batch-sizes needs one dynamic batch dim leading every input: say so now, not after
     the whole compile."""
-    from inferx_compiler.buckets import check_batchable
-    from inferx_compiler.onnx_frontend import declared_inputs
+    from inferx_compiler.artifact.buckets import check_batchable
+    from inferx_compiler.frontend.onnx_import import declared_inputs
 
     try:
         inputs = declared_inputs(model)
@@ -321,18 +320,18 @@ def _tune(args, options: CompileOptions, log: BuildLog, db: str) -> None:
     if get_target(args.target).backend == "cuda":
         import tempfile
 
-        from inferx_compiler import cuda_tuning
+        from inferx_compiler.tuning import cuda_tuning
 
         with tempfile.TemporaryDirectory(prefix="inferx-tune-") as work:
             cuda_tuning.tune(args.model, options, log, db, work)
         return
-    from inferx_compiler.tuning import tune
+    from inferx_compiler.tuning.cpu_tuning import tune
 
     tune(args.model, options, log, db)
 
 
 def _tune_prepare(args, options: CompileOptions, log: BuildLog) -> int:
-    from inferx_compiler import cuda_tuning
+    from inferx_compiler.tuning import cuda_tuning
 
     forms = cuda_tuning.prepare(args.model, options, log, args.tune_prepare)
     print(f"prepared {len(forms)} matmul form(s) in {args.tune_prepare}; on the GPU host: "
@@ -365,7 +364,7 @@ class _CachedBuild:
         return False
 
     def report(self) -> dict:
-        from inferx_compiler.artifact import Artifact
+        from inferx_compiler.artifact.archive import Artifact
 
         return Artifact(str(self.cache.entry(self.key))).report
 
@@ -383,7 +382,7 @@ def _cached_build(args, options: CompileOptions, log: BuildLog):
     if reason:
         log.step(f"build cache: not used ({reason})")
         return None
-    from inferx_compiler.build_cache import BuildCache, cache_key, key_inputs
+    from inferx_compiler.artifact.build_cache import BuildCache, cache_key, key_inputs
 
     inputs = key_inputs(args.model, options)
     return _CachedBuild(BuildCache(args.cache_dir), cache_key(inputs), inputs, log)
@@ -397,7 +396,7 @@ def _not_cacheable(args, options: CompileOptions) -> str:
     if args.explain or args.emit_plan or args.plan_chart:
         return "--explain, --emit-plan and --plan-chart print what the build decides"
     if options.batch_sizes and options.measure_buckets:
-        from inferx_compiler.buckets import present_device
+        from inferx_compiler.artifact.buckets import present_device
 
         if present_device(get_target(options.target)):
             return "bucket latencies are measured on this machine; add --no-measure to cache"
@@ -428,7 +427,7 @@ def _write_plan_files(plan, args, log: BuildLog) -> None:
             f.write("\n")
         log.step(f"wrote the precision plan to {args.emit_plan}")
     if args.plan_chart:
-        from inferx_compiler.precision_plan import write_chart
+        from inferx_compiler.precision.precision_plan import write_chart
 
         write_chart(plan, args.plan_chart)
         log.step(f"wrote the precision chart to {args.plan_chart}")
@@ -476,7 +475,7 @@ def _format_rss(stats: dict) -> str:
 
 def _model_bytes(model: str) -> int:
     """The model file plus the external weight files beside it that it names."""
-    from inferx_compiler.onnx_frontend import external_data_files
+    from inferx_compiler.frontend.onnx_import import external_data_files
 
     return os.path.getsize(model) + sum(os.path.getsize(p) for p in external_data_files(model))
 

@@ -12,7 +12,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from inferx_compiler.passes.remarks import line_of
+from inferx_compiler.passes.analysis.remarks import line_of
 
 _EXPECTED = re.compile(
     r"expected-(error|warning|remark|note)\s*(@(?:[+-]\d+|above|below))?\s*\{\{(.*?)\}\}")
@@ -55,7 +55,7 @@ class DiagnosticCollector:
             self.diagnostics.append(Diag("error", 0, "unknown", str(err)))
 
     def add_remarks(self, remarks) -> None:
-        """Decisions passes stated (passes/remarks.py), as `remark` diagnostics."""
+        """Decisions passes stated (passes/analysis/remarks.py), as `remark` diagnostics."""
         for r in remarks:
             d = Diag("remark", r.line, r.location, f"{r.pass_name}: {r.message}")
             self.diagnostics.append(d)

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
+from inferx_compiler.cli.common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
 HELP = """Draw a latency heatmap: the P95 (--quantile) per model version (rows) and input-length bin
 (columns: tiny 1-128, small 129-512, large 513-2048, xlarge >2048 elements along the sequence
 dim), with each cell annotated in ms and empty cells shown as n/a; the same table is printed.
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(args) -> int:
-    from inferx_compiler.heatmap import draw_heatmap, format_table, load_table, read_source
+    from inferx_compiler.runtime.heatmap import draw_heatmap, format_table, load_table, read_source
 
     table = load_table(read_source(args.source), model=args.model, quantile=args.quantile)
     print(format_table(table, args.title))

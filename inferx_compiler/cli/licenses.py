@@ -8,9 +8,8 @@ import sys
 import click
 from packaging.utils import canonicalize_name
 
-from inferx_compiler import licenses
-
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, options_namespace, run_cli
+from inferx_compiler.compliance import licenses
+from inferx_compiler.cli.common import CONTEXT_SETTINGS, click_main, completion_epilog, options_namespace, run_cli
 
 EXAMPLES = """\b
 Examples:

@@ -12,10 +12,9 @@ import click
 
 from inferx_compiler.errors import InferXError
 from inferx_compiler.mlir_contexts import GRAPH, IREE, bindings, new_context
-from inferx_compiler.passes.remarks import collecting
-
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
-from .diagnostics import DiagnosticCollector, check_expected_diagnostics
+from inferx_compiler.passes.analysis.remarks import collecting
+from inferx_compiler.cli.common import CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, run_with_options
+from inferx_compiler.cli.diagnostics import DiagnosticCollector, check_expected_diagnostics
 
 SPLIT_MARKER = "// -----"
 EXAMPLES = """\b
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def list_passes() -> str:
-    from inferx_compiler.passes.registry import get_all_passes
+    from inferx_compiler.passes.infra.registry import get_all_passes
 
     lines = []
     for name, factory in sorted(get_all_passes().items()):
@@ -62,7 +61,7 @@ def list_passes() -> str:
 
 
 def _work(args) -> int:
-    from inferx_compiler.passes.pipeline import parse_pipeline, pipeline_level
+    from inferx_compiler.passes.infra.pipeline import parse_pipeline, pipeline_level
 
     if args.list_passes:
         print(list_passes())
@@ -85,7 +84,7 @@ def _work(args) -> int:
 
 
 def _process_chunk(chunk, elements, level: str, args) -> tuple[str | None, bool]:
-    from inferx_compiler.passes.pipeline import build_pass_manager
+    from inferx_compiler.passes.infra.pipeline import build_pass_manager
 
     b = bindings(level)
     ctx = new_context(level)

@@ -12,8 +12,7 @@ import click
 import numpy as np
 
 from inferx_compiler.errors import InputValidationError
-
-from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
+from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, completion_epilog, dim_sizes, existing_file, options_namespace,
                      run_cli)
 
 EXAMPLES = """\b

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import click
 
-from .common import (CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, existing_path,
+from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, completion_epilog, existing_file, existing_path,
                      run_with_options)
-from .serving_options import service_options, serving_options
+from inferx_compiler.cli.serving_options import service_options, serving_options
 
 HELP = """Serve .ixa artifacts over the Open Inference Protocol (KServe v2 / Triton): HTTP on
 --port (default 8000) and gRPC on --grpc-port (default 8001), with dynamic batching and

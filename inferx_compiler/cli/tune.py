@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, click_main, completion_epilog, run_with_options
+from inferx_compiler.cli.common import CONTEXT_SETTINGS, click_main, completion_epilog, run_with_options
 
 HELP = """Measure the prepared candidates of DIR on this machine's GPU and write the winners into
 the tuning database (--tuning-db, created or updated). DIR comes from `inferx-compile MODEL
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _work(args) -> int:
-    from inferx_compiler.cuda_tuning import measure_into
+    from inferx_compiler.tuning.cuda_tuning import measure_into
     from inferx_compiler.log import BuildLog
 
     measure_into(args.directory, args.tuning_db, BuildLog(quiet=args.quiet), args.device)

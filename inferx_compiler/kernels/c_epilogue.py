@@ -1,5 +1,5 @@
 """C text for the elementwise work after a product of our f32 kernel (f32_gemm.c's left-weight
-entry): the epilogue that passes/matmul_epilogue.py finds after a matmul (the init, a bias, a
+entry): the epilogue that passes/analysis/matmul_epilogue.py finds after a matmul (the init, a bias, a
 residual add, an activation), applied to the kernel's registers before they are stored.
 
 After inferx-conv-strategy a 1x1 convolution is a matmul w[F, C] x x[C, H W] whose bias, ReLU and
@@ -27,7 +27,7 @@ import hashlib
 
 import numpy as np
 
-from .triton_matmul import Epilogue, Offsets
+from inferx_compiler.kernels.triton_matmul import Epilogue, Offsets
 
 _CMP = {"ogt": "_CMP_GT_OQ", "oge": "_CMP_GE_OQ", "olt": "_CMP_LT_OQ", "ole": "_CMP_LE_OQ", "oeq": "_CMP_EQ_OQ",
         "une": "_CMP_NEQ_UQ", "ugt": "_CMP_NLE_UQ", "uge": "_CMP_NLT_UQ", "ult": "_CMP_NGE_UQ", "ule": "_CMP_NGT_UQ"}

@@ -29,7 +29,7 @@ from 58 to 44 us on an H100 (docs/bench/2026-12-06-int4-words/), 43 with four wo
 and are summed by the caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
-as passes/matmul_epilogue.py finds it for the Hopper matmuls: bias, activation, the f16 cast
+as passes/analysis/matmul_epilogue.py finds it for the Hopper matmuls: bias, activation, the f16 cast
 for the next layer), so that no second kernel reads the product back. The source is the fixed
 main loop with a generated head and store (`kernel_source`); compilation and the PTX cache are
 triton_matmul's (the one place that touches Triton's compiler API).
@@ -44,7 +44,7 @@ import json
 import textwrap
 from typing import Optional
 
-from .triton_matmul import TileGrid
+from inferx_compiler.kernels.triton_matmul import TileGrid
 
 KINDS = ("int8", "int4")
 
@@ -461,7 +461,7 @@ class DequantSpec(TileGrid):
     def key(self) -> str:
         text = (json.dumps(dataclasses.asdict(self), sort_keys=True) + kernel_source(self) + INT4_TO_F16 + INT8_TO_F16
                 + INT4_WORDS_DOT)
-        from .triton_matmul import TRITON_VERSION
+        from inferx_compiler.kernels.triton_matmul import TRITON_VERSION
 
         return hashlib.sha256((text + TRITON_VERSION).encode()).hexdigest()[:16]
 
@@ -483,7 +483,7 @@ def pointers(spec: DequantSpec) -> list[str]:
 def kernel_source(spec: DequantSpec) -> str:
     """The @triton.jit function's source: the main loop, then the plain f32 store of the slice or
     the epilogue's loads, expressions and store (triton_matmul's epilogue code)."""
-    from .triton_matmul import epilogue_code, epilogue_loads
+    from inferx_compiler.kernels.triton_matmul import epilogue_code, epilogue_loads
 
     head = (f"def {ENTRY}({', '.join(pointers(spec))}, "
             + ", ".join(f"{c}: tl.constexpr" for c in _CONSTANTS) + "):\n")
@@ -499,7 +499,7 @@ def kernel_source(spec: DequantSpec) -> str:
 def signature(spec: DequantSpec) -> tuple[dict, dict]:
     """(Triton signature, constexprs) for compiling `spec`: the init pointer is a constexpr None
     (no parameter) when the kernel does not read it."""
-    from .triton_matmul import POINTER_TYPES
+    from inferx_compiler.kernels.triton_matmul import POINTER_TYPES
 
     inputs = spec.epilogue.inputs if spec.epilogue else ()
     out = POINTER_TYPES[spec.epilogue.element_type] if spec.epilogue else "fp32"
@@ -519,7 +519,7 @@ def kernel_function(spec: DequantSpec):
     host, and the ahead-of-time compile)."""
     import triton.language as tl
 
-    from .triton_matmul import jit_from_source
+    from inferx_compiler.kernels.triton_matmul import jit_from_source
 
     return jit_from_source(kernel_source(spec), ENTRY, f"inferx-dequant-matvec-{spec.key()}",
                            {"INT4_TO_F16": tl.constexpr(INT4_TO_F16), "INT8_TO_F16": tl.constexpr(INT8_TO_F16),
@@ -528,7 +528,7 @@ def kernel_function(spec: DequantSpec):
 
 def compile_kernel(spec: DequantSpec, cache_dir: Optional[str] = None):
     """PTX for `spec` (triton_matmul.CompiledKernel), cached like the matmul kernels."""
-    from . import triton_matmul
+    from inferx_compiler.kernels import triton_matmul
 
     sig, consts = signature(spec)
     return triton_matmul.compile_cached(spec, lambda: kernel_function(spec), sig, consts, cache_dir)

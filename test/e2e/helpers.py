@@ -47,12 +47,14 @@ def run_clients(client, n: int) -> None:
 def emulated_output(model_path: str, precision: str, feeds: dict, group_size: int, target: str = "cpu"):
     """The model's first output with every layer at `precision`, as calibration.py emulates it
     (what `auto` decides with) for `target`."""
-    from inferx_compiler import calibration, onnx_frontend, precision_plan
+    from inferx_compiler.precision import calibration
+    from inferx_compiler.frontend import onnx_import
+    from inferx_compiler.precision import precision_plan
     from inferx_compiler.log import BuildLog
     from inferx_compiler.targets import get_target
 
-    model, digest = onnx_frontend.load_model(model_path)
-    prepared = onnx_frontend.prepare(model, name="m", sha256=digest, log=BuildLog(quiet=True))
+    model, digest = onnx_import.load_model(model_path)
+    prepared = onnx_import.prepare(model, name="m", sha256=digest, log=BuildLog(quiet=True))
     layers = precision_plan.model_layers(prepared.proto, prepared.weights)
     emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"int8"}, group_size, feeds, feeds,
                                           target=get_target(target))

@@ -78,7 +78,7 @@ def test_batch_sizes_on_a_static_model_fail_before_compiling(tmp_path):
 
 
 def test_unnamed_dynamic_dims_keep_one_symbol_from_input_to_output(tmp_path):
-    from inferx_compiler.artifact import Artifact
+    from inferx_compiler.artifact.archive import Artifact
 
     model = _model([helper.make_node("Relu", ["x"], ["y"], name="r")],
                    [helper.make_tensor_value_info("x", F, [None, 4]), ],
@@ -93,7 +93,7 @@ def test_unnamed_dynamic_dims_keep_one_symbol_from_input_to_output(tmp_path):
 
 def test_a_zero_sized_dim_stays_static():
     """dim_value 0 (an empty tensor, e.g. ReduceSum's empty axes) is a size, not an unnamed dim."""
-    from inferx_compiler.onnx_frontend import prepare
+    from inferx_compiler.frontend.onnx_import import prepare
     from inferx_compiler.log import BuildLog
 
     model = _model([helper.make_node("ReduceSum", ["x", "axes"], ["y"], name="sum")],
@@ -221,7 +221,7 @@ def test_cached_build_is_byte_identical_to_a_fresh_one(tmp_path):
 
 
 def test_cache_key_follows_flags_model_and_tuning_db(tmp_path):
-    from inferx_compiler.build_cache import cache_key, key_inputs
+    from inferx_compiler.artifact.build_cache import cache_key, key_inputs
     from inferx_compiler.options import CompileOptions
 
     path = save(mlp(), tmp_path / "m.onnx")

@@ -73,7 +73,7 @@ def test_session_metadata(compiled):
 
 
 def test_dispatch_report_in_artifact(compiled):
-    from inferx_compiler.artifact import Artifact
+    from inferx_compiler.artifact.archive import Artifact
 
     report = Artifact(compiled["cnn"][1]).report
     kinds = [d["kind"] for d in report["dispatches"]]

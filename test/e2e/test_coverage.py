@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import inferx_compiler
 from helpers import onnxruntime_outputs, save
-from inferx_compiler.artifact import Artifact
+from inferx_compiler.artifact.archive import Artifact
 from inferx_compiler.errors import InputValidationError
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.cli.compile import main as compile_main
@@ -97,7 +97,7 @@ def _branch(node, name):
 
 
 def test_nested_if_with_a_known_condition_is_inlined(tmp_path):
-    from inferx_compiler.onnx_rewrites import inline_known_ifs
+    from inferx_compiler.frontend.onnx_rewrites import inline_known_ifs
 
     model = _nested_if_model()
     assert inline_known_ifs(model) == ["inner_if"]
@@ -115,7 +115,7 @@ def test_nested_if_with_a_known_condition_is_inlined(tmp_path):
 
 
 def test_an_if_on_unknown_data_is_kept():
-    from inferx_compiler.onnx_rewrites import inline_known_ifs
+    from inferx_compiler.frontend.onnx_rewrites import inline_known_ifs
 
     model = _nested_if_model()
     equal = _branch(model.graph.node[0], "then_branch").node[4]
@@ -165,7 +165,7 @@ def test_strided_conv_padding_no_window_reads_is_dropped(tmp_path):
                                      kernel_shape=[3])],
                    [helper.make_tensor_value_info("x", F, ["batch", 4, 2])],
                    [helper.make_tensor_value_info("y", F, ["batch", 8, 1])], [w])
-    from inferx_compiler.onnx_rewrites import trim_unused_conv_padding
+    from inferx_compiler.frontend.onnx_rewrites import trim_unused_conv_padding
 
     probe = helper.make_model(model.graph, opset_imports=model.opset_import)
     assert trim_unused_conv_padding(probe) == ["conv_s2"]
@@ -182,7 +182,7 @@ def test_strided_conv_padding_no_window_reads_is_dropped(tmp_path):
 def test_reflect_and_edge_pads_expand_to_gathers(tmp_path, mode):
     """A reflect Pad of 128 on a 576-long axis (Silero's STFT framing) failed in IREE 3.13's
     code generation; as gathers and a concat it compiles, with onnxruntime's values."""
-    from inferx_compiler.onnx_rewrites import expand_reflect_pads
+    from inferx_compiler.frontend.onnx_rewrites import expand_reflect_pads
 
     pads = numpy_helper.from_array(np.array([0, 128, 0, 128], np.int64), "pads")
     model = _model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode=mode)],
@@ -225,7 +225,7 @@ def test_dynamic_quantize_lstm_becomes_a_float_lstm(tmp_path):
     """The contrib op is rewritten to a standard LSTM on the dequantized weights: the compiled
     model equals onnxruntime's run of that float LSTM, and differs from onnxruntime's int8
     kernel only by its on-the-fly activation quantization."""
-    from inferx_compiler.onnx_rewrites import decompose_contrib_ops
+    from inferx_compiler.frontend.onnx_rewrites import decompose_contrib_ops
 
     float_model = _quantized_lstm_model()
     assert decompose_contrib_ops(float_model) == ["qlstm"]
@@ -288,7 +288,7 @@ def test_function_ops_expand_into_their_onnx_bodies(tmp_path, name, model, feeds
     onnx's reference implementation of the original op."""
     from onnx.reference import ReferenceEvaluator
 
-    from inferx_compiler.onnx_functions import expand_function_ops
+    from inferx_compiler.frontend.onnx_functions import expand_function_ops
 
     op = model.graph.node[0].op_type
     expanded = _onnx_copy(model)
@@ -307,7 +307,7 @@ def test_function_ops_expand_into_their_onnx_bodies(tmp_path, name, model, feeds
 def test_function_ops_not_listed_keep_their_own_lowering():
     """An op with an ONNX function body that torch-mlir lowers itself (Gelu, one fused op) is
     left alone."""
-    from inferx_compiler.onnx_functions import expand_function_ops
+    from inferx_compiler.frontend.onnx_functions import expand_function_ops
 
     model = _model([helper.make_node("Gelu", ["x"], ["y"], name="gelu")],
                    [helper.make_tensor_value_info("x", F, [2, 3])], [helper.make_tensor_value_info("y", F, [2, 3])],
@@ -360,7 +360,7 @@ def _rate_switched_model():
 
 def test_input_value_resolves_control_flow_on_a_rate_input(tmp_path):
     from inferx_compiler.log import BuildLog
-    from inferx_compiler.onnx_frontend import prepare
+    from inferx_compiler.frontend.onnx_import import prepare
 
     prepared = prepare(_rate_switched_model(), name="rate", sha256="", log=BuildLog(quiet=True),
                        input_shapes={"x": (1, 6)}, input_values={"sr": (16000,)})

@@ -1,4 +1,4 @@
-"""`--tune` for Hopper targets (inferx_compiler/cuda_tuning.py): the build-machine half and the
+"""`--tune` for Hopper targets (inferx_compiler/tuning/cuda_tuning.py): the build-machine half and the
 database's way into the build.
 
 No GPU here: `--tune-prepare` is checked for the forms and candidates it writes (each candidate a
@@ -18,7 +18,8 @@ import pytest
 
 from e2e_models import mlp
 from helpers import save
-from inferx_compiler import cuda_tuning, tuning_db
+from inferx_compiler.tuning import cuda_tuning
+from inferx_compiler.tuning import tuning_db
 from inferx_compiler.cli.compile import main as compile_main
 from inferx_compiler.cli.tune import main as tune_main
 

@@ -1,5 +1,5 @@
 """The CUDA weight-only int8/int4 kernel (inferx_compiler/kernels/triton_dequant.py) and the
-builds that carry it (passes/dequant_matvec.py, through inferx-quantize-contractions).
+builds that carry it (passes/support/dequant_matvec.py, through inferx-quantize-contractions).
 
 No GPU here. The kernel's indexing and arithmetic are checked through Triton's interpreter (the
 same @triton.jit function the PTX is compiled from, with Triton's own integer casts) against
@@ -41,7 +41,7 @@ import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
-from inferx_compiler.quantization import pack_int4
+from inferx_compiler.precision.quantization import pack_int4
 m, n, k, kind, group, has_init, split, bn, bk, w_left = json.loads(sys.argv[1])
 rng = np.random.default_rng(1)
 x = rng.standard_normal((m, k)).astype(np.float16)
@@ -84,7 +84,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
-from inferx_compiler.quantization import pack_int4
+from inferx_compiler.precision.quantization import pack_int4
 m, n, k, group = json.loads(sys.argv[1])
 rng = np.random.default_rng(2)
 x = rng.standard_normal((m, k)).astype(np.float16)
@@ -124,7 +124,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
-from inferx_compiler.quantization import pack_int4
+from inferx_compiler.precision.quantization import pack_int4
 n, k, group, bn, step, programs, fused, choice = json.loads(sys.argv[1])
 rng = np.random.default_rng(3)
 x = rng.standard_normal((1, k)).astype(np.float16)
@@ -325,7 +325,7 @@ def test_ptx_carries_the_widening_and_is_reproducible(tmp_path):
 def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_path):
     """The one-row kernel builds take: INT4_WORDS_DOT's products inline (its f16x2 multiply and
     fmas on x pairs, not the byte form's widening alone) and `.maxnreg 128` in the PTX."""
-    from inferx_compiler.passes.dequant_matvec import matvec_spec
+    from inferx_compiler.passes.support.dequant_matvec import matvec_spec
 
     spec = matvec_spec(1, 4096, 4096, "int4", 128, 132, 90)
     ptx = triton_dequant.compile_kernel(spec, cache_dir=str(tmp_path)).ptx.decode()
@@ -336,7 +336,7 @@ def test_one_row_build_ptx_has_the_word_products_and_the_register_budget(tmp_pat
 
 
 def test_rule_splits_k_until_every_sm_has_work():
-    from inferx_compiler.passes.dequant_matvec import matvec_spec
+    from inferx_compiler.passes.support.dequant_matvec import matvec_spec
 
     spec = matvec_spec(2, 4096, 4096, "int4", 128, 132, 90)
     assert (spec.split, spec.block_n, spec.step, spec.has_init) == (8, 64, 128, False)

@@ -118,7 +118,7 @@ def test_zero_gemm_bias_is_dropped(tmp_path):
     import json
     import zipfile
 
-    from inferx_compiler.onnx_rewrites import drop_zero_gemm_bias
+    from inferx_compiler.frontend.onnx_rewrites import drop_zero_gemm_bias
 
     zero = np.zeros(96, np.float32)
     assert drop_zero_gemm_bias(_gemm_model(zero)) == ["proj"]

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 from inferx_compiler.cli.common import python_entry
 from inferx_compiler.cli.heatmap import main
-from inferx_compiler.heatmap import BINS, histogram_quantile, input_length_bin, load_table
+from inferx_compiler.runtime.heatmap import BINS, histogram_quantile, input_length_bin, load_table
 
 BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 LABELS = ("model", "model_version", "input_length_bin")

@@ -192,9 +192,9 @@ def _planned(text: str):
     it, and the function's arguments."""
     from iree.compiler import ir
 
-    from inferx_compiler.passes.iree_ir import is_zero_fill
-    from inferx_compiler.passes.linalg_analysis import collect
-    from inferx_compiler.passes.matmul_epilogue import fusible_epilogue
+    from inferx_compiler.passes.support.iree_ir import is_zero_fill
+    from inferx_compiler.passes.analysis.linalg_analysis import collect
+    from inferx_compiler.passes.analysis.matmul_epilogue import fusible_epilogue
 
     ctx = ir.Context()
     module = ir.Module.parse(text, ctx)
@@ -263,8 +263,8 @@ def test_product_read_outside_the_epilogue_is_not_fused():
     """The product also returned: the kernel would need two outputs, so nothing is fused."""
     from iree.compiler import ir
 
-    from inferx_compiler.passes.linalg_analysis import collect
-    from inferx_compiler.passes.matmul_epilogue import fusible_epilogue
+    from inferx_compiler.passes.analysis.linalg_analysis import collect
+    from inferx_compiler.passes.analysis.matmul_epilogue import fusible_epilogue
 
     text = CASES["init_and_broadcast_bias"][0].replace("-> tensor<48x40xf32> {\n  %e", "-> (tensor<48x40xf32>, "
                                                        "tensor<48x40xf32>) {\n  %e").replace(
@@ -349,7 +349,7 @@ def test_grouped_siblings_match_iree_in_the_interpreter(tmp_path):
     from iree.compiler import ir
 
     from inferx_compiler.passes.hopper_matmul import HopperMatmul, matmul_form, sibling_groups
-    from inferx_compiler.passes.linalg_analysis import collect
+    from inferx_compiler.passes.analysis.linalg_analysis import collect
 
     module = ir.Module.parse(GROUP, ir.Context())
     with module.context:

@@ -145,7 +145,7 @@ def test_without_triton_the_pass_declines_with_a_remark(monkeypatch):
     from iree.compiler import ir
 
     from inferx_compiler.passes.hopper_matmul import HopperMatmul
-    from inferx_compiler.passes.remarks import collecting
+    from inferx_compiler.passes.analysis.remarks import collecting
 
     monkeypatch.setattr(triton_matmul, "available", lambda: "Triton is not installed (test)")
     text = """func.func @f(%a: tensor<256x256xf16>, %b: tensor<256x256xf16>, %c: tensor<256x256xf32>) -> tensor<256x256xf32> {

@@ -19,7 +19,7 @@ import pytest
 import inferx_compiler
 from e2e_models import mlp
 from helpers import onnxruntime_outputs, rel_l2, save
-from inferx_compiler.artifact import VERIFY_ENV, ArtifactVerificationWarning
+from inferx_compiler.artifact.archive import VERIFY_ENV, ArtifactVerificationWarning
 from inferx_compiler.errors import ArtifactError
 from inferx_compiler.runtime.session import load
 from inferx_compiler.versions import installed_iree_runtime
@@ -116,7 +116,7 @@ def test_untouched_artifact_loads_runs_and_matches(built):
 
 def test_flipped_byte_is_refused_naming_the_member(built, tmp_path):
     """The weights (stored): a hash that differs from the manifest's."""
-    from inferx_compiler.artifact import _sha256_view, Artifact
+    from inferx_compiler.artifact.archive import _sha256_view, Artifact
 
     member = "weights.irpa"
     path = _flipped(built[1], tmp_path / "t.ixa", member)

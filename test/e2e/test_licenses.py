@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from inferx_compiler.cli.licenses import main
-from inferx_compiler.licenses import classifier_license, is_allowed, normalize_license
+from inferx_compiler.compliance.licenses import classifier_license, is_allowed, normalize_license
 
 MIT_CLASSIFIER = "Classifier: License :: OSI Approved :: MIT License"
 

@@ -1,5 +1,5 @@
 """f16/bf16 builds store their weights at f16/bf16 (inferx-narrow-parameters +
-inferx_compiler/weight_casts.py): half the artifact, the same numbers.
+inferx_compiler/precision/weight_casts.py): half the artifact, the same numbers.
 
 The stored copies are rounded as `arith.truncf` rounds, so a build that stores them computes
 exactly what a build truncating the f32 weights computes: outputs compared bit for bit, and
@@ -16,7 +16,8 @@ import pytest
 
 from e2e_models import mlp
 from helpers import onnxruntime_outputs, rel_l2, save
-from inferx_compiler import load, weight_casts
+from inferx_compiler import load
+from inferx_compiler.precision import weight_casts
 from inferx_compiler.cli.compile import main as compile_main
 
 TOLERANCE = {"fp16": 2e-3, "bf16": 2e-2}

@@ -12,9 +12,9 @@ from onnx.reference import ReferenceEvaluator
 
 import inferx_compiler
 from helpers import save
-from inferx_compiler.artifact import Artifact
+from inferx_compiler.artifact.archive import Artifact
 from inferx_compiler.errors import InputValidationError, ModelLoadError
-from inferx_compiler.onnx_narrow_types import widen_narrow_types
+from inferx_compiler.frontend.onnx_narrow_types import widen_narrow_types
 
 OPSET = 25
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from inferx_compiler.errors import PassOptionError
-from inferx_compiler.passes.pipeline import format_pipeline, parse_pipeline
-from inferx_compiler.passes.registry import get_all_passes
+from inferx_compiler.passes.infra.pipeline import format_pipeline, parse_pipeline
+from inferx_compiler.passes.infra.registry import get_all_passes
 
 LIT_PASSES = os.path.join(os.path.dirname(__file__), "..", "lit", "passes")
 

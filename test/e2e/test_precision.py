@@ -18,7 +18,7 @@ import pytest
 import inferx_compiler
 from e2e_models import random_inputs, sensitive_mlp, tied_lm, wide_mlp
 from helpers import emulated_output, onnxruntime_outputs, rel_l2, save
-from inferx_compiler import precision_plan
+from inferx_compiler.precision import precision_plan
 from inferx_compiler.cli.common import python_entry
 
 
@@ -82,7 +82,7 @@ def test_auto_keeps_the_sensitive_layer_and_meets_its_budget(tmp_path):
     assert "sensitivity" in proc.stderr and "fc2" in proc.stderr  # progress and the table
     plan = json.loads(plan_file.read_text())
     chosen = {l["layer"]: l["precision"] for l in plan["layers"]}
-    from inferx_compiler.precision_plan import candidates
+    from inferx_compiler.precision.precision_plan import candidates
     from inferx_compiler.targets import get_target
 
     floats = [c for c in candidates(get_target("cpu")) if not c.startswith("int")]  # fp32, and bf16 where native
@@ -198,7 +198,7 @@ def test_plan_of_another_model_is_refused(tmp_path):
 
 
 def test_quantizers_round_trip_and_pack_as_iree_reads_i4():
-    from inferx_compiler import quantization as q
+    from inferx_compiler.precision import quantization as q
 
     rng = np.random.default_rng(0)
     w = rng.standard_normal((64, 12)).astype(np.float32)

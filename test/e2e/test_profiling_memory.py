@@ -1,5 +1,5 @@
 """The dispatch profiler runs iree-benchmark-module with glibc keeping freed memory
-(inferx_compiler.profiling.KEEP_FREED_MEMORY): IREE allocates a call's intermediates afresh
+(inferx_compiler.tuning.profiling.KEEP_FREED_MEMORY): IREE allocates a call's intermediates afresh
 each call, and a block past glibc's mmap threshold was mapped anew every time, its page faults
 charged to the first dispatch writing it. These tests check that the setting does keep a large
 freed block for the next allocation (on this C library) and that the profiler passes it."""
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from inferx_compiler import profiling
+from inferx_compiler.tuning import profiling
 
 # Allocate, touch and free a 64 MiB block 12 times; print the minor page faults of the last 10.
 CHURN = """

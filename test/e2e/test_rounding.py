@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inferx_compiler.passes.rounding import round_half_even
+from inferx_compiler.passes.support.rounding import round_half_even
 
 VALUES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, 127.5, -128.5, 254.5, 3.3,
                    -7.7, 0.0, -0.0, 4194304.5, -4194304.5, 8388607.5, 8388608.0, 8388609.0, -8388609.0,
@@ -21,7 +21,7 @@ def _module(n: int) -> str:
     from iree.compiler import ir
     from iree.compiler.dialects import arith, func, math, tensor
 
-    from inferx_compiler.passes.iree_ir import generic
+    from inferx_compiler.passes.support.iree_ir import generic
 
     with ir.Context(), ir.Location.unknown():
         module = ir.Module.create()

@@ -624,7 +624,7 @@ def test_metrics_families_and_labels(server):
 
 
 def test_input_length_rule():
-    from inferx_compiler.heatmap import input_length_bin
+    from inferx_compiler.runtime.heatmap import input_length_bin
 
     assert [input_length_bin(n) for n in (1, 128, 129, 512, 513, 2048, 2049)] == \
         ["tiny", "tiny", "small", "small", "large", "large", "xlarge"]

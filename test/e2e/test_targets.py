@@ -146,7 +146,7 @@ def test_builds_with_other_process_wide_iree_options_run_in_a_fresh_process(tmp_
 
     import inferx_compiler
     from helpers import onnxruntime_outputs
-    from inferx_compiler import iree_global_options
+    from inferx_compiler.backend import iree_global_options
     from inferx_compiler.driver import CompileOptions, compile_onnx_file, write_result
     from inferx_compiler.errors import PipelineError
     from inferx_compiler.log import BuildLog

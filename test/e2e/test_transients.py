@@ -104,7 +104,7 @@ def test_entry_invoked_with_device_arrays(built):
 def test_build_falls_back_to_the_plain_entry(tmp_path, monkeypatch, capfd):
     """Where IREE fails with the storage passed in, the build goes through with the plain output
     entry, says so, and records the pipeline it used (the session then allocates per call)."""
-    from inferx_compiler import iree_backend
+    from inferx_compiler.backend import iree_backend
     from inferx_compiler.build_plan import OUTPUT_ENTRY_WITH_TRANSIENTS
     from inferx_compiler.errors import PipelineError
 

@@ -80,7 +80,7 @@ def test_database_configuration_reaches_the_code(tuned, tmp_path):
     root, onnx_path, _, _ = tuned
     from inferx_compiler.driver import CompileOptions, compile_onnx_file
     from inferx_compiler.log import BuildLog
-    from inferx_compiler import tuning_db
+    from inferx_compiler.tuning import tuning_db
     from inferx_compiler.targets import get_target
 
     trial = compile_onnx_file(onnx_path, CompileOptions(target="cpu", tuning_candidate=1, data_tiling=True,
@@ -138,7 +138,7 @@ def test_tune_keeps_the_faster_matmul_tile_budget(tmp_path, monkeypatch, wider_w
     the builds, the database and the numbers are real."""
     import os
 
-    from inferx_compiler import tuning
+    from inferx_compiler.tuning import cpu_tuning as tuning
     from inferx_compiler.targets import matmul_tile_bytes_for
     from e2e_models import wide_mlp
 

@@ -2,7 +2,7 @@
 
     python tools/bench/dispatch_profile.py model.ixa [--function 'main$b1'] [--batch 1] [--threads 1] [--top 15]
 
-Runs the artifact's function under IREE's host-execution profiling (inferx_compiler.profiling)
+Runs the artifact's function under IREE's host-execution profiling (inferx_compiler.tuning.profiling)
 and prints one row per dispatch: runs and microseconds per call, share of the call, and the
 root op, loop extents, FLOPs and GFLOP/s from the artifact's report.json, with the
 configuration's source (IREE, tuned, rule).
@@ -15,7 +15,7 @@ import json
 import sys
 import zipfile
 
-from inferx_compiler.profiling import executable_of, profile_dispatches
+from inferx_compiler.tuning.profiling import executable_of, profile_dispatches
 
 
 def main(argv=None) -> int:

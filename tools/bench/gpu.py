@@ -113,9 +113,8 @@ def rebuild(name, entry, work, with_inferx=True):
         idx.add_buffer(k, np.ascontiguousarray(arrays[k]))
     out["iree-params"] = (idx, [arrays[k] for k in entry["iree_param_keys"]])
     if with_inferx:
-        from inferx_compiler.artifact import Manifest, write_artifact, write_parameter_archive
-
-        from inferx_compiler.quantization import materialize
+        from inferx_compiler.artifact.archive import Manifest, write_artifact, write_parameter_archive
+        from inferx_compiler.precision.quantization import materialize
 
         lifted = {i.name: arrays[i.name] for i in m.graph.initializer
                   if i.data_type in (1, 10, 11, 16) and int(np.prod(i.dims or [1])) >= 1024}

@@ -10,7 +10,7 @@ rounding of each intermediate included) on fresh data, then times CUDA-graph rep
 events, median) of:
   - chain: the counter's fill and the one launch, for each programs-a-SM, warps and prefetch choice;
   - layers: one launch a layer of the one-row kernel with the same epilogue, configured as
-    passes/dequant_matvec.py configures it for builds, with each --forms entry's overrides (its
+    passes/support/dequant_matvec.py configures it for builds, with each --forms entry's overrides (its
     kernel time too). The JIT here is the host's Triton: on a device with another version than
     builds use (3.6 against 3.7 on 2026-12-06) forms can rank differently than in the model;
   - torch-fp16: torch.nn.functional.linear + bias + GELU on f16 weights, a layer at a time;

@@ -3,7 +3,7 @@
     python tools/bench/gpu_quant_check.py prepare DIR      # here: models, feeds, expected, artifacts
     python tools/bench/gpu_quant_check.py run DIR          # on the GPU host (inferx layout on PYTHONPATH)
 
-The emulation (inferx_compiler.calibration, the same numpy quantizers and f16 activation rounding
+The emulation (inferx_compiler.precision.calibration, the same numpy quantizers and f16 activation rounding
 the compiled weight-only layers use) is what `auto` measures sensitivity with; a compiled layer
 that does not compute it is a miscompile, not quantization error. Cases: a MatMul MLP with a
 sensitive layer and a Gemm (transB) MLP at 2 and 64 rows (weights stored [N, K]), the Gemm MLP
@@ -57,7 +57,9 @@ def _feeds(name: str, path: str, rows: int) -> dict:
 
 
 def prepare(out: str) -> None:
-    from inferx_compiler import calibration, onnx_frontend, precision_plan
+    from inferx_compiler.precision import calibration
+    from inferx_compiler.frontend import onnx_import
+    from inferx_compiler.precision import precision_plan
     from inferx_compiler.cli.common import python_entry
     from inferx_compiler.log import BuildLog
 
@@ -67,8 +69,8 @@ def prepare(out: str) -> None:
         path = paths[base]
         feeds = _feeds(name, path, rows)
         np.savez(os.path.join(out, f"{name}.feeds.npz"), **feeds)
-        model, digest = onnx_frontend.load_model(path)
-        prepared = onnx_frontend.prepare(model, name=base, sha256=digest, log=BuildLog(quiet=True))
+        model, digest = onnx_import.load_model(path)
+        prepared = onnx_import.prepare(model, name=base, sha256=digest, log=BuildLog(quiet=True))
         layers = precision_plan.model_layers(prepared.proto, prepared.weights)
         emulator = calibration.Emulator.build(prepared, layers, prepared.weights, {"fp16"}, group,
                                               feeds, feeds, gpu=True)

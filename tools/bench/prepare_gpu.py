@@ -6,10 +6,10 @@
 Why no weights: the device call carries at most 64 MiB, and the full models' weights are
 ~1.5 GB. Every weight is a pure function of (model name, seed) in tools/bench/models.py, so
 gpu.py rebuilds the ONNX model on the device with the same numpy seed and rebuilds:
-  * for inferx: weights.irpa with inferx's own writer (inferx_compiler.artifact.
+  * for inferx: weights.irpa with inferx's own writer (inferx_compiler.artifact.archive.
     write_parameter_archive, the same lifting rule: float initializers >= 1024 elements, in
     initializer order), checks its sha256 against the one the manifest records, and re-assembles
-    the byte-identical .ixa with inferx_compiler.artifact.write_artifact (checked by sha256);
+    the byte-identical .ixa with inferx_compiler.artifact.archive.write_artifact (checked by sha256);
   * for plain IREE: an in-memory iree.runtime.ParameterIndex (scope "model") holding the ONNX
     initializers under the keys the importer externalized here (recorded, with each tensor's
     sha256, in bench.json).

@@ -146,7 +146,7 @@ def compile_system(system, onnx_path, workdir, recompile=False, inferx_target="c
     os.makedirs(workdir, exist_ok=True)
     stem = os.path.join(workdir, system + (f"-b{'-'.join(map(str, batches))}" if batches else ""))
     meta_path = stem + ".json"
-    from inferx_compiler.build_cache import inferx_source_digest
+    from inferx_compiler.artifact.build_cache import inferx_source_digest
 
     source = inferx_source_digest() if system.startswith("inferx-") else None
     if not recompile and os.path.exists(meta_path):

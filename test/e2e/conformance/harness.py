@@ -450,7 +450,7 @@ def _feeds_by_name(names: list, inputs: list) -> dict:
 
 def run_inferx(case: Case, model, data_sets, workdir: str, progress) -> None:
     import inferx_compiler
-    from inferx_compiler import iree_backend
+    from inferx_compiler.backend import iree_backend
     from inferx_compiler.errors import InferXError
 
     path = os.path.join(workdir, "model.onnx")

@@ -15,7 +15,7 @@
 // CHECK-SAME:      ins(%[[X]], %[[SCALE]], %[[ZP]] : tensor<4x64xf32>, tensor<f32>, tensor<i32>) outs(%[[INIT]] : tensor<4x64xi8>)
 // CHECK:         ^bb0(%[[IN:.+]]: f32, %[[S:.+]]: f32, %[[Z:.+]]: i32, %{{.+}}: i8):
 // CHECK:           %[[DIV:.+]] = arith.divf %[[IN]], %[[S]] : f32
-// round half to even without math.roundeven (passes/rounding.py): (v + copysign(2^23, v)) - that,
+// round half to even without math.roundeven (passes/support/rounding.py): (v + copysign(2^23, v)) - that,
 // where |v| < 2^23
 // CHECK:           %[[BIG:.+]] = arith.constant 0x4B000000 : f32
 // CHECK:           %[[MAGIC:.+]] = math.copysign %[[BIG]], %[[DIV]] : f32

@@ -6,7 +6,7 @@
 // RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=24})' 2>&1 >/dev/null | filecheck %s --check-prefix=GROUP24
 
 // CUDA weight-only layers whose rows are not tokens (an MLP's batch): our Triton kernel
-// (passes/dequant_matvec.py) reads the stored int8/int4 weight and its f16 scales; IREE's
+// (passes/support/dequant_matvec.py) reads the stored int8/int4 weight and its f16 scales; IREE's
 // dequantize-and-matmul form is what it replaces.
 // OFF: remark: inferx-quantize-contractions: int4: 256x128 weight 'fc.w' stored as int4g32hn, f16 activations, weights dequantized in the matmul, f32 sums (not our kernel: matvec-kernel=false)
 // ORIN: remark: inferx-quantize-contractions: int4: 256x128 weight 'fc.w' stored as int4g32hn, f16 activations, weights widened in our kernel (Triton, split 4), f32 sums
