@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os as _os
 
-__version__ = "0.1.0"
+from inferx_compiler.versions import __version__  # noqa: E402,F401
 
 
 def _map_checkout_folders() -> None:
@@ -42,7 +42,7 @@ def compile_onnx(model_path: str, target: str, output: str, *, precision: str = 
 def compile(module, example_inputs, target: str, output: str, *, precision: str = "fp32",
             dynamic_shapes=None, quiet: bool = True):
     """Compile a torch.nn.Module (through torch-mlir's FX importer) into an `.ixa` artifact."""
-    from inferx_compiler.frontend.torch_import import compile_torch_module
+    from inferx_compiler.driver import compile_torch_module
 
     return compile_torch_module(module, example_inputs, target=target, output=output,
                                 precision=precision, dynamic_shapes=dynamic_shapes, quiet=quiet)

@@ -7,38 +7,43 @@ Stages, each reproducible on its own (`inferx-compile --dump-pipeline` prints th
   3 torch-to-linalg graph context
   4 graph           inferx decision passes (precision...), graph context   --emit inferx stops here
   5 graph-lowering  inferx ops -> linalg/arith, canonicalize, cse           --emit linalg stops here
-  6 iree-input      inferx-conv-strategy, inferx-bind-parameters, inferx-add-output-entry (IREE context)
+  6 iree-input      inferx-conv-strategy, kernels, inferx-bind-parameters... (IREE context)
   7 iree            IREE phases up to executable-sources (flags in the manifest)
   8 dispatch        inferx-dispatch-report, inferx-dispatch-config          --emit executable-sources
   9 iree            IREE from executable-sources to the VM module            --emit vmfb
 
-Which passes and flags each stage runs is the build plan (build_plan.py); this module runs it:
-imports the model (once per static-shape function, specialization.py), lowers it, hands it to
-IREE (iree_backend.py) and writes the artifact.
+The request (CompileOptions) is resolved once into a Build (build.py): the target record, which
+is also written on the module (`inferx.target`) for every pass to read, the precision plan and
+the measured knobs. Which passes and flags each stage runs is the build plan (build_plan.py);
+this module runs it: asks a frontend (frontend/) for the model, adds the static-shape functions
+(specialization.py), hands the module to IREE (backend/) and writes the artifact.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from inferx_compiler.frontend import graph_lowering
-from inferx_compiler.frontend import onnx_import
-from inferx_compiler.artifact.archive import Manifest, MODULE_MLIR, MODULE_VMFB, sha256_file, write_artifact
-from inferx_compiler.errors import ModelLoadError, PipelineError, TargetError
+from inferx_compiler.artifact.archive import MODULE_MLIR, MODULE_VMFB, Manifest, sha256_file, write_artifact
+from inferx_compiler.build import Build, resolve_build
 from inferx_compiler.build_plan import (GRAPH_LOWERING, build_files, describe_pipeline, dispatch_pipeline,
-                         graph_decision_pipeline, iree_flags, iree_input_pipeline, without_transients)
-from inferx_compiler.log import BuildLog
+                                        graph_decision_pipeline, iree_flags, iree_input_pipeline)
+from inferx_compiler.errors import ModelLoadError, PipelineError
+from inferx_compiler.frontend import graph_lowering, onnx_import
+from inferx_compiler.frontend.imported import Frontend, ImportedModel
+from inferx_compiler.frontend.onnx_model import OnnxFrontend
 from inferx_compiler.frontend.onnx_nodes import attribute_failure
-from inferx_compiler.options import EMIT_CHOICES, PRECISIONS, CompileOptions
-from inferx_compiler.mlir_contexts import module_to_bytecode, new_graph_context
-from inferx_compiler.targets import AGGRESSIVE_FUSION_FLAG, Target, get_target
-from inferx_compiler.passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
 from inferx_compiler.frontend.specialization import DEFAULT_STATIC_BATCHES, Specialization, batch_specializations
+from inferx_compiler.log import BuildLog
+from inferx_compiler.mlir_contexts import module_to_bytecode, new_graph_context
+from inferx_compiler.options import CompileOptions
+from inferx_compiler.passes.infra.target_attr import write_target
+from inferx_compiler.passes.output_entry import SUFFIX as OUTPUT_ENTRY_SUFFIX
+from inferx_compiler.targets import AGGRESSIVE_FUSION_FLAG, Target
 from inferx_compiler.versions import stack_versions
+
 
 @dataclass
 class CompileResult:
@@ -48,43 +53,65 @@ class CompileResult:
     weights: dict = field(default_factory=dict)
     decisions: list = field(default_factory=list)
     plan: object = None  # the PrecisionPlan the build used
+    build: Optional[Build] = None  # what the build derived from its request
 
 
 def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
     """Only the precision plan of a build (--emit-plan without -o)."""
-    target = check_request(options)
+    build = resolve_build(options)
     model, digest = onnx_import.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
     prepared = onnx_import.prepare(model, name=name, sha256=digest, log=log,
-                                     input_shapes=dict(options.input_shapes),
-                                     input_values=dict(options.input_values))
-    return precision_plan_for(options, target, prepared, log)
+                                   input_shapes=dict(options.input_shapes),
+                                   input_values=dict(options.input_values))
+    return precision_plan_for(build, prepared, log)
 
 
 def compile_onnx_file(model_path: str, options: CompileOptions, log: BuildLog) -> CompileResult:
-    check_request(options)
+    build = resolve_build(options)  # a bad request fails before the model is read
     log.step(f"loading {os.path.basename(model_path)}")
     model, digest = onnx_import.load_model(model_path)
     name = os.path.splitext(os.path.basename(model_path))[0]
-    return compile_onnx_model(model, name, digest, options, log)
+    return _compile_onnx(model, name, digest, build, log)
 
 
 def compile_onnx_model(model, name: str, digest: str, options: CompileOptions, log: BuildLog) -> CompileResult:
     """compile_onnx_file on a loaded ModelProto (`digest`: the file's sha256)."""
-    target = check_request(options)
+    return _compile_onnx(model, name, digest, resolve_build(options), log)
+
+
+def _compile_onnx(model, name: str, digest: str, build: Build, log: BuildLog) -> CompileResult:
+    options = build.request
     prepared = onnx_import.prepare(model, name=name, sha256=digest, log=log,
-                                     externalize_weights=(options.emit != "vmfb"),
-                                     input_shapes=dict(options.input_shapes),
-                                     input_values=dict(options.input_values))
-    dynamic_images = onnx_import.dynamic_spatial_nodes(prepared) if target.executable else []
+                                   externalize_weights=(options.emit != "vmfb"),
+                                   input_shapes=dict(options.input_shapes),
+                                   input_values=dict(options.input_values))
+    dynamic_images = onnx_import.dynamic_spatial_nodes(prepared) if build.target.executable else []
     if dynamic_images:
         log.warn(f"{len(dynamic_images)} convolution/pool node(s) see dynamic image sizes "
                  f"({', '.join(dynamic_images[:3])}{', ...' if len(dynamic_images) > 3 else ''}); IREE 3.13 fails "
                  f"on some such forms: if the build fails there, fix the size with --input-shape")
     try:
-        return _compile_prepared(prepared, options, target, log)
+        return compile_model(OnnxFrontend(prepared), build, log)
     except PipelineError as e:  # name the ONNX nodes, whichever stage failed
         raise _with_shape_hint(attribute_failure(e, prepared.nodes), dynamic_images, prepared) from None
+
+
+def compile_torch_module(module, example_inputs, *, target: str, output: str, precision: str = "fp32",
+                         dynamic_shapes=None, quiet: bool = True):
+    """A torch.nn.Module through torch.export and torch-mlir's FX importer, into an artifact."""
+    from inferx_compiler.frontend.torch_import import TorchFrontend, require_torch
+    from inferx_compiler.precision.precision_plan import PrecisionError
+
+    require_torch()
+    log = BuildLog(quiet=quiet)
+    build = resolve_build(CompileOptions(target=target, precision=precision), source="torch")
+    if build.uses_plan:
+        raise PrecisionError(f"precision '{precision}' is planned per ONNX layer: export the module to "
+                             f"ONNX and use inferx-compile (PyTorch modules take fp32, fp16 or bf16)")
+    result = compile_model(TorchFrontend(module, tuple(example_inputs), dynamic_shapes), build, log)
+    write_result(result, output)
+    return result.manifest
 
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
@@ -98,49 +125,56 @@ def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) 
                              f"3.13 cannot always compile; build with the sizes fixed: {example} (N: your size)")
 
 
-def _compile_prepared(prepared, options: CompileOptions, target: Target, log: BuildLog) -> CompileResult:
-    name, digest = prepared.name, prepared.sha256
-    options = dataclasses.replace(options, keep_f64=onnx_import.uses_float64(prepared),
-                                  **_measured_build_knobs(options, target, digest, log),
-                                  plan=precision_plan_for(options, target, prepared, log))
-    parameter_keys = graph_lowering.trailing_parameter_keys(len(prepared.inputs), list(prepared.weights))
+def compile_model(frontend: Frontend, build: Build, log: BuildLog) -> CompileResult:
+    """The one build loop every frontend goes through: import, the target record on the module,
+    the precision plan and measured knobs, lowering, the static-shape functions, then IREE."""
+    emit = build.request.emit
     ctx = new_graph_context()
     with ctx:
-        module_op = graph_lowering.import_onnx(prepared, ctx)
-        log.step(f"imported {len(prepared.nodes)} ONNX nodes (opset {prepared.opset})")
-        graph_lowering.convert_onnx_ops(module_op, prepared, log)
-        if options.emit == "torch":
-            return CompileResult(output=_asm(module_op))
-        graph_lowering.lower_to_linalg(module_op, graph_lowering.TORCH_TO_LINALG, log, prepared)
-        graph_lowering.mark_parameter_args(module_op, parameter_keys)
-        specs = []
-        wanted = static_specializations(options, target, prepared.inputs)
-        if wanted and _static_convs_unsafe(target, options, module_op):
-            log.warn("CUDA at fp32: no static-shape functions for a model with convolutions (IREE 3.13's "
-                     "static-shape f32 convolutions on CUDA were measured wrong on an H200, and their "
-                     "im2col form does not compile there); the dynamic function serves every batch. "
-                     "--precision fp16 gets static functions with tensor-core convolutions")
-            wanted = []
-        for spec in wanted:
-            try:
-                _add_specialized_function(module_op, prepared, spec, parameter_keys, log)
-                specs.append(spec)
-            except (PipelineError, ModelLoadError) as e:
-                log.warn(f"no static-shape function @{spec.function}: {str(e).splitlines()[0]}; "
-                         f"the dynamic function serves that batch")
-    model_info = {"name": name, "source": "onnx", "sha256": digest, "opset": prepared.opset,
-                  "upgraded_from_opset": prepared.upgraded_from}
-    if prepared.fixed_inputs:  # --input-value: the runtime accepts these inputs only at these values
-        model_info["fixed_inputs"] = prepared.fixed_inputs
-    return compile_linalg(module_op, ctx, target, options, log, model_info,
-                           prepared.inputs, prepared.outputs, prepared.weights, specs)
+        model = frontend.import_module(ctx, log)
+        write_target(model.module_op, build.target)
+        build = build.with_(source=frontend.source, keep_f64=model.uses_float64,
+                            plan=precision_plan_for(build, model.onnx, log) if model.onnx is not None else None,
+                            **_measured_build_knobs(build, model.model_info["sha256"], log))
+        if emit == "torch":
+            return CompileResult(output=_asm(model.module_op), build=build)
+        frontend.lower(model, log)
+        specs = _add_static_functions(frontend, model, build, log)
+    return compile_linalg(model, ctx, build, log, specs)
 
 
-def precision_plan_for(options: CompileOptions, target: Target, prepared, log: BuildLog):
+def _add_static_functions(frontend: Frontend, model: ImportedModel, build: Build,
+                          log: BuildLog) -> list[Specialization]:
+    """Each static-shape function the build wants, imported again at its dims and moved into the
+    model's module (a failure leaves that batch to the dynamic function, with a warning)."""
+    wanted = static_specializations(build, model.inputs)
+    if wanted and _static_convs_unsafe(build, model.module_op):
+        log.warn("CUDA at fp32: no static-shape functions for a model with convolutions (IREE 3.13's "
+                 "static-shape f32 convolutions on CUDA were measured wrong on an H200, and their "
+                 "im2col form does not compile there); the dynamic function serves every batch. "
+                 "--precision fp16 gets static functions with tensor-core convolutions")
+        wanted = []
+    specs = []
+    for spec in wanted:
+        try:
+            other = frontend.import_static(model, spec, log)
+            graph_lowering.move_entry_function(other, model.module_op, spec.function)
+        except (PipelineError, ModelLoadError) as e:
+            log.warn(f"no static-shape function @{spec.function}: {str(e).splitlines()[0]}; "
+                     f"the dynamic function serves that batch")
+            continue
+        log.step(f"added the static-shape function @{spec.function} "
+                 f"({', '.join(f'{k}={v}' for k, v in spec.dims)})")
+        specs.append(spec)
+    return specs
+
+
+def precision_plan_for(build: Build, prepared, log: BuildLog):
     """The build's precision plan (precision_plan.py): replayed from --precision-plan, uniform,
     calibrated (auto or a fixed mode with --calibration), or the rule without calibration data."""
     from inferx_compiler.precision import precision_plan as pp
 
+    options, target = build.request, build.target
     if options.precision_plan_file:
         plan = pp.load_plan(options.precision_plan_file, target, pp.model_layers(prepared.proto, prepared.weights))
         log.step(f"precision plan {os.path.basename(options.precision_plan_file)}: "
@@ -170,14 +204,16 @@ def precision_plan_for(options: CompileOptions, target: Target, prepared, log: B
     return plan
 
 
-def _measured_build_knobs(options: CompileOptions, target: Target, model_sha256: str, log: BuildLog) -> dict:
+def _measured_build_knobs(build: Build, model_sha256: str, log: BuildLog) -> dict:
     """The whole-build knobs the tuning database measured for this model (data tiling, the
-    matmul tile budget), as CompileOptions fields; a knob the options force stays as it is."""
+    matmul tile budget), as Build fields; a knob the request forces stays as it is."""
+    options = build.request
     if not options.tuning_db:
         return {}
     from inferx_compiler.tuning import tuning_db
 
-    entry = tuning_db.lookup_model(tuning_db.load(options.tuning_db), tuning_db.target_key(target), model_sha256)
+    entry = tuning_db.lookup_model(tuning_db.load(options.tuning_db), tuning_db.target_key(build.target),
+                                   model_sha256)
     if entry is None:
         return {}
     knobs = {}
@@ -194,95 +230,61 @@ def _measured_build_knobs(options: CompileOptions, target: Target, model_sha256:
     return knobs
 
 
-def _static_convs_unsafe(target: Target, options: CompileOptions, module_op) -> bool:
-    return target.backend == "cuda" and options.precision == "fp32" and graph_lowering.has_convolutions(module_op)
+def _static_convs_unsafe(build: Build, module_op) -> bool:
+    return (build.target.backend == "cuda" and build.precision == "fp32"
+            and graph_lowering.has_convolutions(module_op))
 
 
-def static_specializations(options: CompileOptions, target: Target, inputs) -> list[Specialization]:
+def static_specializations(build: Build, inputs) -> list[Specialization]:
     """The static-shape functions this build adds beside the dynamic one (specialization.py)."""
-    if options.dynamic_only or not target.executable:
+    if build.request.dynamic_only or not build.target.executable:
         return []
-    sizes = options.batch_sizes or DEFAULT_STATIC_BATCHES
+    sizes = build.request.batch_sizes or DEFAULT_STATIC_BATCHES
     return batch_specializations(graph_lowering.ENTRY_FUNCTION, inputs, sizes)
 
 
-def _add_specialized_function(module_op, prepared, spec: Specialization, parameter_keys, log) -> None:
-    """Import the model again with `spec`'s dims fixed, lower it, and move its entry function
-    into `module_op` as `spec.function` (its weight arguments carry the same parameter keys)."""
-    proto = onnx_import.specialize(prepared, dict(spec.dims))
-    static = dataclasses.replace(prepared, proto=proto)
-    other = graph_lowering.import_onnx(static, module_op.context)
-    graph_lowering.convert_onnx_ops(other, static, log)
-    graph_lowering.lower_to_linalg(other, graph_lowering.TORCH_TO_LINALG, log, static)
-    graph_lowering.mark_parameter_args(other, parameter_keys)
-    graph_lowering.move_entry_function(other, module_op, spec.function)
-    log.step(f"added the static-shape function @{spec.function} "
-             f"({', '.join(f'{k}={v}' for k, v in spec.dims)})")
-
-
-def check_request(options: CompileOptions) -> Target:
-    from inferx_compiler.precision.precision_plan import check_precision
-
-    target = get_target(options.target)
-    if options.emit not in EMIT_CHOICES:
-        raise TargetError(f"unknown --emit '{options.emit}'; valid: {', '.join(EMIT_CHOICES)}")
-    if not target.executable and options.emit in ("vmfb", "executable-sources"):
-        raise TargetError(
-            f"target '{target.name}' cannot produce --emit {options.emit}: {target.route_note}. "
-            f"Use --emit linalg, or the default artifact (which holds the optimized MLIR)")
-    if options.precision not in PRECISIONS:
-        raise TargetError(f"unknown --precision '{options.precision}'; valid: {', '.join(PRECISIONS)}")
-    check_precision(options.precision, target)
-    if options.precision_plan_file and options.precision not in ("fp32", "auto"):
-        raise TargetError(f"--precision-plan replays a plan: drop --precision {options.precision}")
-    return target
-
-
-def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log: BuildLog,
-                    model_info: dict, inputs, outputs, weights,
-                    specs: list[Specialization] = ()) -> CompileResult:
-    from inferx_compiler.passes.infra.pipeline import run_pipeline
+def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
+                   specs: list[Specialization] = ()) -> CompileResult:
     from inferx_compiler.backend import iree_backend
+    from inferx_compiler.passes.infra.pipeline import run_pipeline
 
+    options, target, module_op = build.request, build.target, model.module_op
     with ctx:
-        if options.uses_plan:
-            graph_lowering.attach_precision_plan(module_op, options.plan.ir_plan())
-        run_pipeline(module_op, graph_decision_pipeline(options), "graph", stage="graph")
+        if build.uses_plan:
+            graph_lowering.attach_precision_plan(module_op, build.plan.ir_plan())
+        run_pipeline(module_op, graph_decision_pipeline(build), "graph", stage="graph")
         if options.emit == "inferx":
-            return CompileResult(output=_asm(module_op))
+            return CompileResult(output=_asm(module_op), build=build)
         run_pipeline(module_op, GRAPH_LOWERING, "graph", stage="graph-lowering")
         log.step("graph-level inferx passes done")
         if options.emit == "linalg":
-            return CompileResult(output=_asm(module_op))
+            return CompileResult(output=_asm(module_op), build=build)
         flops = graph_lowering.functions_flops(module_op)
         bytecode = module_to_bytecode(module_op)
-    flags = iree_flags(target, options) if target.executable else []
-    pipeline = {s.name: s.spec for s in describe_pipeline(options, model_info["source"])}
-    manifest = Manifest(model=model_info, target=target.to_json(), compiler=stack_versions(),
+    flags = iree_flags(build) if target.executable else []
+    pipeline = {s.name: s.spec for s in describe_pipeline(build)}
+    manifest = Manifest(model=model.model_info, target=target.to_json(), compiler=stack_versions(),
                         iree_flags=flags, pipeline=pipeline,
-                        inputs=inputs, outputs=outputs, executable=target.executable,
-                        precision_plan=(options.plan.to_json() if options.plan is not None
+                        inputs=model.inputs, outputs=model.outputs, executable=target.executable,
+                        precision_plan=(build.plan.to_json() if build.plan is not None
                                         else {"mode": options.precision, "layers": []}))
+    weights = model.weights
     if not target.executable:
         manifest.module = MODULE_MLIR
         manifest.notes.append(f"no executable: {target.route_note}")
         log.warn(f"target '{target.name}': {target.route_note}")
-        return CompileResult(output=bytecode_to_text(bytecode), manifest=manifest, weights=weights)
+        return CompileResult(output=bytecode_to_text(bytecode), manifest=manifest, weights=weights, build=build)
     if options.emit == "executable-sources":
         text = iree_backend.compile_to_sources_text(
-            bytecode, flags, input_pipeline=iree_input_pipeline(target, options),
-            dispatch_pipeline=dispatch_pipeline(target, options), log=log,
-            build_files=build_files(target, options))
-        return CompileResult(output=text)
-    result, flags, used, fallback = _compile_with_fallback(
-        bytecode, flags, log, iree_input_pipeline(target, options), dispatch_pipeline(target, options),
-        build_files(target, options), forced_data_tiling=options.data_tiling is not None,
-        isolated_pipeline=iree_input_pipeline(target, options, isolate_casts=True))
+            bytecode, flags, input_pipeline=iree_input_pipeline(build),
+            dispatch_pipeline=dispatch_pipeline(build), log=log, build_files=build_files(build))
+        return CompileResult(output=text, build=build)
+    result, build, flags, fallback = _compile_with_fallback(bytecode, build, flags, log)
     manifest.iree_flags = flags
     if fallback:
         manifest.notes.append(fallback)
     if "iree-input" in manifest.pipeline:
-        manifest.pipeline["iree-input"] = used
+        manifest.pipeline["iree-input"] = iree_input_pipeline(build)
     if result.parameter_keys is not None:  # exactly what the module reads; quantized weights derived
         from inferx_compiler.precision import quantization
 
@@ -298,7 +300,7 @@ def compile_linalg(module_op, ctx, target: Target, options: CompileOptions, log:
         manifest.tuning_db = {"sha256": sha256_file(options.tuning_db),
                               "entries_used": sum(d.get("config_source", "").startswith("tuned") for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
-                         decisions=result.decisions, weights=weights, plan=options.plan)
+                         decisions=result.decisions, weights=weights, plan=build.plan, build=build)
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"
@@ -326,59 +328,58 @@ def _c_kernels_used(dispatches: list) -> dict:
     return used
 
 
-def _compile_with_fallback(bytecode: bytes, flags: list[str], log: BuildLog, input_pipeline: str,
-                           dispatch: str, files: dict[str, str], forced_data_tiling: bool = False,
-                           isolated_pipeline: Optional[str] = None):
+def _compile_with_fallback(bytecode: bytes, build: Build, flags: list[str], log: BuildLog):
     """IREE with the target's flags. If IREE fails with the target's aggressive dispatch fusion
     (Target.iree_flags: some layer norms then exceed IREE's CPU stack limit), build again without
     it; then without the transient storage passed into the output entries (CPU). If IREE's data
-    tiling fails on this model, build again with
-    `isolated_pipeline` (inferx-isolate-casts added: IREE 3.13 cannot data-tile a BERT-size layer
-    norm that feeds bf16 matmuls), and if that fails too, without data tiling (IREE 3.13 also
-    rejects some bool-masked attention graphs in linalg.pack; not when the build forces a
-    data-tiling choice: then the failure stands). Returns (result, flags, input pipeline) used
-    and, when data tiling was dropped, a note saying so for the manifest (else None)."""
+    tiling fails on this model, build again with inferx-isolate-casts (IREE 3.13 cannot data-tile
+    a BERT-size layer norm that feeds bf16 matmuls), and if that fails too, without data tiling
+    (IREE 3.13 also rejects some bool-masked attention graphs in linalg.pack; not when the build
+    forces a data-tiling choice: then the failure stands). Returns (result, the Build and flags
+    that stood) and, when data tiling was dropped, a note saying so for the manifest (else None)."""
     from inferx_compiler.backend import iree_backend
-    from inferx_compiler.errors import PipelineError
 
-    def build(pipeline: str, flags: list[str], note: Optional[str] = None):
-        return iree_backend.compile_module(bytecode, flags, input_pipeline=pipeline, dispatch_pipeline=dispatch,
-                                           log=log, build_files=files), flags, pipeline, note
+    def build_with(b: Build, flags: list[str], note: Optional[str] = None):
+        result = iree_backend.compile_module(bytecode, flags, input_pipeline=iree_input_pipeline(b),
+                                             dispatch_pipeline=dispatch_pipeline(b), log=log,
+                                             build_files=build_files(b))
+        return result, b, flags, note
 
     try:
-        return build(input_pipeline, flags)
+        return build_with(build, flags)
     except PipelineError as e:
         failure = e
     if AGGRESSIVE_FUSION_FLAG in flags:
         log.step(f"IREE failed with aggressive dispatch fusion ({_first_error(failure)}); building again without it")
         flags = [f for f in flags if f != AGGRESSIVE_FUSION_FLAG]
         try:
-            return build(input_pipeline, flags)
+            return build_with(build, flags)
         except PipelineError as e:
             failure = e
-    if without_transients(input_pipeline) != input_pipeline:
+    plain_entry = build.with_(transients=False)
+    if iree_input_pipeline(plain_entry) != iree_input_pipeline(build):
         log.step(f"IREE failed with the transient storage passed in ({_first_error(failure)}); "
                  f"building again without it")
-        input_pipeline = without_transients(input_pipeline)
-        isolated_pipeline = isolated_pipeline and without_transients(isolated_pipeline)
+        build = plain_entry
         try:
-            return build(input_pipeline, flags)
+            return build_with(build, flags)
         except PipelineError as e:
             failure = e
     if DATA_TILING_ON not in flags:
         raise failure
-    if isolated_pipeline and isolated_pipeline != input_pipeline:
+    isolated = build.with_(isolate_casts=True)
+    if iree_input_pipeline(isolated) != iree_input_pipeline(build):
         log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again with inferx-isolate-casts")
         try:
-            return build(isolated_pipeline, flags)
+            return build_with(isolated, flags)
         except PipelineError as e:
             failure = e
-    if forced_data_tiling:
+    if build.data_tiling is not None:
         raise failure
     log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again without data tiling")
     note = (f"built without data tiling: IREE failed with it ({_first_error(failure)}); matmuls and convolutions "
             f"run IREE's untiled code, which is slower")
-    return build(input_pipeline, [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"], note)
+    return build_with(build, [f for f in flags if f != DATA_TILING_ON] + ["--iree-opt-data-tiling=false"], note)
 
 
 def _first_error(e: Exception) -> str:
@@ -392,7 +393,7 @@ def write_result(result: CompileResult, out_path: str, options: CompileOptions =
     from inferx_compiler.artifact import buckets
 
     sizes = list(options.batch_sizes) if options else []
-    target = get_target(result.manifest.target["name"]) if sizes else None
+    target = result.build.target if result.build else Target.from_json(result.manifest.target)
     if sizes:
         buckets.check_batchable(result.manifest.inputs)
         weight_bytes = int(sum(w.nbytes for w in result.weights.values()))

@@ -35,6 +35,11 @@ def bindings(level: str) -> Bindings:
     return Bindings(level, ir, PassManager)
 
 
+def bindings_of(op) -> Bindings:
+    """The bindings an op (or module, attribute) was made by: IREE's or torch-mlir's."""
+    return bindings(IREE if type(op).__module__.startswith("iree.") else GRAPH)
+
+
 def new_graph_context():
     """A torch-mlir context with the torch dialect registered and `inferx` loaded."""
     from torch_mlir import ir

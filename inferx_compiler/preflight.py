@@ -73,10 +73,10 @@ class CheckReport:
 
 
 def check_onnx_file(path: str, options: CompileOptions, log: BuildLog) -> CheckReport:
-    from inferx_compiler.driver import check_request
+    from inferx_compiler.build import resolve_build
 
     report = CheckReport(model=path, target=options.target)
-    check_request(options)
+    resolve_build(options)
     try:
         model, digest = onnx_import.load_model(path)
     except ModelLoadError as e:

@@ -167,6 +167,14 @@ class Target:
         d["vector_width"] = {dt: self.vector_width(dt) for dt in ("f32", "f16", "i8")}
         return d
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Target":
+        """The record `to_json` wrote (a manifest's "target"): the resolved target as built,
+        not the table's entry of that name on this machine."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items() if k in fields}
+        return cls(**values)
+
 
 AGGRESSIVE_FUSION_FLAG = "--iree-dispatch-creation-enable-aggressive-fusion=true"
 MATMUL_TILE_BYTES_OPTION = "iree-llvmcpu-matmul-tile-bytes"  # the data-tiled matmul tile budget (process-wide)

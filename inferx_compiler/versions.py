@@ -6,6 +6,9 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import metadata
 
+# this package's own version (pyproject.toml reads it from here)
+__version__ = "0.1.0"
+
 # triton: the compiler of the sm_90a kernels inferx-hopper-matmul embeds (h100/h200 builds)
 _PACKAGES = ("inferx-compiler", "iree-base-compiler", "iree-base-runtime", "torch-mlir", "onnx", "triton")
 

@@ -24,7 +24,7 @@ compiler. Spelled `inferx-amx-matmul{target=x86-amx}`.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from inferx_compiler.passes.infra.base import TargetedPass
 from inferx_compiler.passes.support.iree_ir import generic
@@ -52,12 +52,19 @@ class AmxMatmul(TargetedPass):
 
     name: ClassVar[str] = "inferx-amx-matmul"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "bf16 matmuls with stored weights on AMX tiles (our C kernel)"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[AmxMatmul]":
+        target = build.target
+        fits = target.backend == "llvm-cpu" and "amx_bf16" in target.features
+        return cls() if fits and build.runs(cls.name) else None
 
     def run(self, module) -> None:
         from inferx_compiler.kernels import cpu_objects
 
-        target = self.target_record()
+        target = self.target_of(module)
         matmuls = collect(module, lambda o: o.name == "linalg.matmul")
         if not matmuls or target.backend != "llvm-cpu":
             return

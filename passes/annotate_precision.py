@@ -32,7 +32,7 @@ precision is f16, bf16, i8 or i4.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, Optional
 
 from torch_mlir import ir
 
@@ -83,6 +83,21 @@ class AnnotatePrecision(ModulePass):
     convolutions: Literal["all", "static", "none"] = "all"
     from_plan: bool = False
     others: Literal["f32", "f16", "bf16"] = "f32"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[AnnotatePrecision]":
+        target = build.target
+        gpu = target.backend == "cuda"
+        # CUDA: IREE's own f16 convolutions are wrong there; static ones become matmuls through
+        # the conv strategy, dynamic ones stay f32
+        convolutions = ("static" if build.applies("inferx-conv-strategy") else "none") if gpu else "all"
+        if build.uses_plan:
+            # the driver attaches the plan to the module (inferx.precision_plan); on GPUs the
+            # contractions without a stored weight (attention) compute in f16
+            return cls(from_plan=True, others="f16", convolutions=convolutions) if gpu else cls(from_plan=True)
+        if build.precision in ("fp16", "bf16"):
+            return cls(precision={"fp16": "f16", "bf16": "bf16"}[build.precision], convolutions=convolutions)
+        return None
 
     def __post_init__(self):
         if self.min_flops < 0:

@@ -20,7 +20,7 @@ Spelled `inferx-apply-precision` (no options).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from torch_mlir import ir
 from torch_mlir.dialects import arith, linalg
@@ -120,6 +120,10 @@ class ApplyPrecision(ModulePass):
     name: ClassVar[str] = "inferx-apply-precision"
     level: ClassVar[str] = "graph"
     summary: ClassVar[str] = "apply inferx.precision: f16/bf16 inputs, f32 accumulation"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[ApplyPrecision]":
+        return cls() if build.applies("inferx-annotate-precision") else None
 
     def run(self, module) -> None:
         truncations = Truncations()

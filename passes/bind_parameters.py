@@ -22,6 +22,8 @@ Spelled `inferx-bind-parameters{scope=model}`.
 
 from __future__ import annotations
 
+from typing import ClassVar, Optional
+
 import dataclasses
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
@@ -43,10 +45,18 @@ def bound_keys(module) -> list[str] | None:
 
 @dataclasses.dataclass(frozen=True)
 class BindParameters(ModulePass):
-    name = "inferx-bind-parameters"
-    level = "iree"
-    summary = "turn entry arguments tagged inferx.parameter into named IREE parameters"
+    """Entry arguments tagged `inferx.parameter` become named IREE parameters (weights stay out of the module)."""
+
+    name: ClassVar[str] = "inferx-bind-parameters"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "turn entry arguments tagged inferx.parameter into named IREE parameters"
     scope: str = "model"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[BindParameters]":
+        from inferx_compiler.artifact.archive import PARAMETER_SCOPE
+
+        return cls(scope=PARAMETER_SCOPE)
 
     def run(self, module) -> None:
         globals_by_key: dict = {}  # parameter key -> (global symbol, type), shared by all entries
@@ -71,7 +81,7 @@ def _bind(module, func_op, keys: list, scope: str, globals_by_key: dict) -> None
     from iree.compiler import ir
     from iree.compiler.dialects import func, util
 
-    name = ir.StringAttr(func_op.attributes["sym_name"]).value
+    name: ClassVar[str] = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
     inputs, results = list(ftype.inputs), list(ftype.results)
     impl_name = IMPL_PREFIX + name

@@ -29,7 +29,7 @@ Spelled `inferx-conv-image-loop{target=x86-avx512 chunk=4}`.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from inferx_compiler.passes.infra.base import TargetedPass
 from inferx_compiler.passes.support.iree_ir import constant_scalar, defining_op, generic, is_zero_fill
@@ -175,17 +175,22 @@ class ConvImageLoop(TargetedPass):
 
     name: ClassVar[str] = "inferx-conv-image-loop"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "a convolution over a dynamic batch as loops of static convolutions of a few images"
 
     chunk: int = 4  # images an iteration while whole chunks remain (1: one image an iteration)
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[ConvImageLoop]":
+        cpu = build.target.backend == "llvm-cpu"
+        return cls() if cpu and build.runs(cls.name) and build.applies("inferx-conv-strategy") else None
+
     def __post_init__(self):
-        super().__post_init__()
         if self.chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {self.chunk}")
 
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         if target.backend != "llvm-cpu":
             return
         for op in collect(module, lambda o: o.name == CONVOLUTION):

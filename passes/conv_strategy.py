@@ -267,14 +267,22 @@ class ConvStrategy(TargetedPass):
 
     name: ClassVar[str] = "inferx-conv-strategy"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "choose each convolution's algorithm (1x1 matmul, NCHWc, Winograd, im2col)"
 
     winograd_min_channels: int = 64
     algorithms: str = "auto"
     kernel: bool = True  # offer `kernel` (false where inferx-f32-matmul, which carries it out, does not run)
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[ConvStrategy]":
+        request = build.request
+        if request.conv_algorithms == "none" or not build.target.executable or not build.runs(cls.name):
+            return None
+        # `kernel` is carried out by inferx-f32-matmul: not offered where that pass is left out
+        return cls(algorithms=request.conv_algorithms, kernel=build.runs("inferx-f32-matmul"))
+
     def __post_init__(self):
-        super().__post_init__()
         if self.winograd_min_channels < 1:
             raise ValueError(f"winograd-min-channels must be >= 1, got {self.winograd_min_channels}")
         unknown = [a for a in self.allowed() or () if a not in ALGORITHMS]
@@ -289,7 +297,7 @@ class ConvStrategy(TargetedPass):
         return tuple(a for a in self.algorithms.split(",") if a and (self.kernel or a != KERNEL_STRATEGY))
 
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         for op in collect(module, is_convolution_op):
             if op.name not in HANDLED:
                 remark(self.name, op, f"declined: {op.name} (grouped, depthwise or another "

@@ -26,6 +26,7 @@ Spelled `inferx-cpu-math{target=cpu}`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar, Optional
 
@@ -103,18 +104,24 @@ def _constant_divisor(div) -> Optional[float]:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
 class CpuMath(TargetedPass):
     """erf to a division-free polynomial, division by a constant to a multiplication (CPU)."""
 
     name: ClassVar[str] = "inferx-cpu-math"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "erf as a division-free polynomial, x / c as x * (1 / c), on CPU targets"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[CpuMath]":
+        return cls() if build.target.backend == "llvm-cpu" and build.runs(cls.name) else None
 
     def run(self, module) -> None:
         from iree.compiler import ir
         from iree.compiler.dialects import arith
 
-        if self.target_record().backend != "llvm-cpu":
+        if self.target_of(module).backend != "llvm-cpu":
             return
         f32 = ir.F32Type.get()
         erfs = collect(module, lambda o: o.name == "math.erf" and o.results[0].type == f32)

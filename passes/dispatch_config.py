@@ -28,13 +28,14 @@ Spelled `inferx-dispatch-config{target=cpu tuning-db= candidate=0 rules=true}`.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
+from inferx_compiler.passes.infra.build_files import TUNING_DB_FILE, build_file
 from inferx_compiler.passes.dispatch_report import executables, root_op, structured_ops
+from inferx_compiler.passes.infra.attributes import CONFIG_ATTR
 from inferx_compiler.passes.analysis.remarks import remark
 
-CONFIG_ATTR = "inferx.config"
 
 
 def signature(root, ops) -> str:
@@ -60,16 +61,26 @@ def _internal(executable) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class DispatchConfig(TargetedPass):
+    """Attaches a lowering configuration to each dispatch root: measured (tuning database) or a rule's."""
+
     name: ClassVar[str] = "inferx-dispatch-config"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "attach lowering configurations to dispatch roots: measured (tuned) or a CUDA rule"
 
     tuning_db: str = ""
     candidate: int = 0
     rules: bool = True
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[DispatchConfig]":
+        if not build.target.executable or not build.runs(cls.name):
+            return None
+        request = build.request
+        return cls(tuning_db=build_file(TUNING_DB_FILE) if request.tuning_db else "",
+                   candidate=request.tuning_candidate)
+
     def __post_init__(self):
-        super().__post_init__()
         if self.candidate < 0:
             raise ValueError(f"candidate must be >= 0, got {self.candidate}")
 
@@ -79,7 +90,7 @@ class DispatchConfig(TargetedPass):
         from inferx_compiler.tuning import tuning_db
         from inferx_compiler.passes.support import cpu_configs
 
-        target = self.target_record()
+        target = self.target_of(module)
         db = tuning_db.load(self.tuning_db) if self.tuning_db else tuning_db.empty()
         key = tuning_db.target_key(target)
         for executable in executables(module):

@@ -20,19 +20,27 @@ what a dispatch computes. Spelled `inferx-dispatch-report` (no options).
 
 from __future__ import annotations
 
+from typing import ClassVar, Optional
+
 import dataclasses
 
 from inferx_compiler.passes.infra.base import ModulePass
 from inferx_compiler.passes.analysis.linalg_analysis import is_contraction, is_structured, summarize
 
-REPORT_ATTR = "inferx.dispatch"
+from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
 
 @dataclasses.dataclass(frozen=True)
 class DispatchReport(ModulePass):
-    name = "inferx-dispatch-report"
-    level = "iree"
-    summary = "annotate each hal.executable with its root op, loop extents and FLOPs"
+    """Writes on each hal.executable what its dispatch computes (root op, loops, FLOPs, fused ops)."""
+
+    name: ClassVar[str] = "inferx-dispatch-report"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "annotate each hal.executable with its root op, loop extents and FLOPs"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[DispatchReport]":
+        return cls() if build.target.executable else None
 
     def run(self, module) -> None:
         from iree.compiler import ir
@@ -62,7 +70,6 @@ def _copy_external_rows(executable) -> None:
     the pass that made it wrote (REPORT_ATTR and the config's)."""
     from iree.compiler import ir
 
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
 
     def visit(op):
         if op.name in ("hal.executable.export", "func.func") and REPORT_ATTR in op.attributes:

@@ -49,7 +49,7 @@ Spelled `inferx-f32-matmul{target=x86-avx512}`.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from inferx_compiler.kernels.cpu_objects import f32_k_block
 from inferx_compiler.passes.support import cpu_extern
@@ -111,12 +111,19 @@ class F32Matmul(TargetedPass):
 
     name: ClassVar[str] = "inferx-f32-matmul"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "f32 matmuls with stored weights on our AVX-512 C kernel"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[F32Matmul]":
+        target = build.target
+        fits = target.backend == "llvm-cpu" and "avx512f" in target.features
+        return cls() if fits and build.runs(cls.name) else None
 
     def run(self, module) -> None:
         from inferx_compiler.kernels import cpu_objects
 
-        target = self.target_record()
+        target = self.target_of(module)
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
         declined = lambda k: cpu_objects.f32_kernel_declined(target, k)  # noqa: E731

@@ -199,12 +199,20 @@ class FuseAttention(TargetedPass):
 
     name: ClassVar[str] = "inferx-fuse-attention"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "matmul-scale-softmax-matmul chains -> iree_linalg_ext.attention (GPU targets)"
 
     force: bool = False
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[FuseAttention]":
+        mode = build.request.fuse_attention
+        if mode == "off" or not build.target.executable or not build.runs(cls.name):
+            return None
+        return cls(force=mode == "on")
+
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         for op in collect(module, lambda o: o.name == "linalg.batch_matmul"):
             found, why = match(op)
             if found is None:

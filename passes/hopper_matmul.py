@@ -72,6 +72,7 @@ from typing import ClassVar, Optional
 
 from inferx_compiler.targets import HOPPER_ARCHS
 from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
+from inferx_compiler.passes.infra.build_files import TUNING_DB_FILE, build_file
 from inferx_compiler.passes.support.extern_dispatch import ExternalKernel, declare, dispatch, replace_product, scratch_types
 from inferx_compiler.passes.support.iree_ir import before_reshapes, defining_op, is_zero_fill
 from inferx_compiler.passes.analysis.linalg_analysis import collect, indexing_maps
@@ -262,6 +263,8 @@ class HopperMatmul(TargetedPass):
 
     name: ClassVar[str] = "inferx-hopper-matmul"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
+    parts: ClassVar[dict] = {"inferx-hopper-epilogue": "epilogue", "inferx-hopper-group": "group"}
     summary: ClassVar[str] = "f16/bf16 matmuls to ahead-of-time sm_90a (wgmma) Triton kernels on Hopper GPUs"
 
     tile: str = ""
@@ -271,21 +274,27 @@ class HopperMatmul(TargetedPass):
     tma: bool = False
     tuning_db: str = ""
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[HopperMatmul]":
+        target = build.target
+        if target.backend != "cuda" or target.arch not in HOPPER_ARCHS or not build.runs(cls.name):
+            return None
+        return cls(epilogue=build.runs("inferx-hopper-epilogue"), group=build.runs("inferx-hopper-group"),
+                   tuning_db=build_file(TUNING_DB_FILE) if build.request.tuning_db else "")
+
     def __post_init__(self):
-        super().__post_init__()
         if self.tile and self.tile not in _TILES:
             raise ValueError(f"tile must be one of {', '.join(_TILES)}, got '{self.tile}'")
         if self.split < 0:
             raise ValueError(f"split must be 0 (the rule) or >= 1, got {self.split}")
 
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         candidates = self._candidates(module, target)
-        sms = target.cores or 1
         declared: dict[str, ExternalKernel] = {}
         apart, grouped = {}, set()  # by id() of the candidate's tuple (its ops get erased)
         for siblings in sibling_groups(candidates) if self.group else ():
-            why = self._rewrite_siblings(module, declared, siblings, sms)
+            why = self._rewrite_siblings(module, declared, siblings, target)
             for c in siblings:
                 if why:
                     apart[id(c)] = why
@@ -293,12 +302,12 @@ class HopperMatmul(TargetedPass):
                     grouped.add(id(c))
         for candidate in candidates:
             if id(candidate) not in grouped:
-                self._rewrite_one(module, declared, candidate, sms, apart.get(id(candidate)))
+                self._rewrite_one(module, declared, candidate, target, apart.get(id(candidate)))
 
     def tuning_forms(self, module) -> list[MatmulForm]:
         """The distinct forms this pass would look up in a tuning database for `module`: each
         matmul it takes, and each sibling group as the one matmul of their summed width."""
-        candidates = self._candidates(module, self.target_record())
+        candidates = self._candidates(module, self.target_of(module))
         forms = [form for _, form in candidates]
         for siblings in sibling_groups(candidates) if self.group else ():
             forms.append(dataclasses.replace(siblings[0][1], n=siblings[0][1].n * len(siblings)))
@@ -321,9 +330,9 @@ class HopperMatmul(TargetedPass):
                 candidates.append((op, form))
         return candidates
 
-    def _rewrite_siblings(self, module, declared: dict, siblings: list, sms: int) -> str:
+    def _rewrite_siblings(self, module, declared: dict, siblings: list, target) -> str:
         """One kernel for `siblings`; "" when done, else why they stay apart."""
-        members, why = self.group_plan(siblings, sms)
+        members, why = self.group_plan(siblings, target)
         if members is None:
             return why
         kernel = self._kernel(module, declared, members.spec, members.plans, members.how)
@@ -335,10 +344,10 @@ class HopperMatmul(TargetedPass):
             _rewrite_group([op for op, _ in siblings], members.spec, kernel, members.plans, members.anchor)
         return ""
 
-    def _rewrite_one(self, module, declared: dict, candidate: tuple, sms: int, apart: Optional[str]) -> None:
+    def _rewrite_one(self, module, declared: dict, candidate: tuple, target, apart: Optional[str]) -> None:
         """A kernel for one matmul (and its epilogue), or a remark on why not."""
         op, form = candidate
-        spec, how = self._spec(form, sms, not is_zero_fill(op.operands[2]), op)
+        spec, how = self._spec(form, target, not is_zero_fill(op.operands[2]), op)
         if spec is None:
             remark(self.name, op, f"declined: {how}")
             return
@@ -367,7 +376,7 @@ class HopperMatmul(TargetedPass):
             declare(module, kernel)
         return kernel
 
-    def group_plan(self, siblings: list, sms: int):
+    def group_plan(self, siblings: list, target):
         """(a _Group for matmuls reading the same A, or None and why they stay apart). The tile
         rule sees them as one matmul of their summed width; a split-K pick keeps them apart."""
         from inferx_compiler.kernels.triton_matmul import GroupSpec
@@ -375,7 +384,7 @@ class HopperMatmul(TargetedPass):
         ops = [op for op, _ in siblings]
         form = siblings[0][1]
         together = dataclasses.replace(form, n=form.n * len(siblings))
-        spec, how = self._spec(together, sms, False)
+        spec, how = self._spec(together, target, False)
         if spec is None or spec.split != 1:
             return None, how if spec is None else f"together their reduction would be split ({how})"
         members, plans, notes = [], [], []
@@ -396,12 +405,12 @@ class HopperMatmul(TargetedPass):
             return None, why
         return _Group(group, plans, notes, anchor, how), ""
 
-    def _spec(self, form: MatmulForm, sms: int, has_init: bool, op=None):
+    def _spec(self, form: MatmulForm, target, has_init: bool, op=None):
         """(the KernelSpec, how it was chosen) or (None, why IREE keeps the matmul)."""
         from inferx_compiler.kernels.triton_matmul import KernelSpec
 
         block_k = reduction_block(form.k)
-        config, how = self._config(form, sms, op)
+        config, how = self._config(form, target, op)
         tile, split = config.tile, config.split
         if tile is None:
             return None, how
@@ -412,10 +421,10 @@ class HopperMatmul(TargetedPass):
                           block_k=block_k, warps=tile[2], stages=tile[3], tma=self.tma and _tma_fits(form))
         return spec, how
 
-    def _config(self, form: MatmulForm, sms: int, op) -> tuple[Config, str]:
+    def _config(self, form: MatmulForm, target, op) -> tuple[Config, str]:
         """The configuration, first found of: the pass options (tile=, split=), the op's
         CONFIG_ATTR (a tuning build's candidate), the tuning database, the rule."""
-        rule = rule_config(form, sms)
+        rule = rule_config(form, target.cores or 1)
         if self.tile or (self.split and rule.tile is not None):
             tile = _TILES[self.tile] if self.tile else rule.tile
             return (Config(tile, self.split or rule.split or 1, ""),
@@ -426,7 +435,7 @@ class HopperMatmul(TargetedPass):
             text = ir.StringAttr(op.attributes[CONFIG_ATTR]).value
             config = _parsed(text, op, f"{CONFIG_ATTR} on the op")
             return config, f"forced by {CONFIG_ATTR} = \"{text}\"" + ("" if config.tile else ": IREE's own code")
-        entry = self._tuning_entry(form)
+        entry = self._tuning_entry(form, target)
         if entry is not None:
             config = _parsed(str(entry.get("config")), op, f"tuning database {self.tuning_db}, "
                                                          f"entry {form_signature(form)}")
@@ -436,13 +445,13 @@ class HopperMatmul(TargetedPass):
             return config, f"tuned: {entry['config']} ({measured})"
         return rule, rule.reason
 
-    def _tuning_entry(self, form: MatmulForm) -> Optional[dict]:
+    def _tuning_entry(self, form: MatmulForm, target) -> Optional[dict]:
         """The tuning database's entry (`tuning-db=`) for `form` on this target, or None."""
         if not self.tuning_db:
             return None
         from inferx_compiler.tuning import tuning_db
 
-        return tuning_db.lookup(self._tuning_db, tuning_db.target_key(self.target_record()), form_signature(form))
+        return tuning_db.lookup(self._tuning_db, tuning_db.target_key(target), form_signature(form))
 
     @functools.cached_property
     def _tuning_db(self) -> dict:
@@ -524,8 +533,7 @@ def _tma_fits(form: MatmulForm) -> bool:
 
 
 def _external(compiled, plans, source: str) -> ExternalKernel:
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
-    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
     spec = compiled.spec
     n = spec.total_n if spec.outputs > 1 else spec.n  # a group: its members side by side

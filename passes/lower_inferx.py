@@ -197,6 +197,10 @@ class LowerInferXToLinalg(ModulePass):
     level: ClassVar[str] = "graph"
     summary: ClassVar[str] = "lower the inferx dialect to linalg/arith before IREE"
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[LowerInferXToLinalg]":
+        return cls()
+
     def run(self, module) -> None:
         for op in collect(module, lambda o: o.name.startswith("inferx.")):
             if not any(pattern(op.opview) for pattern in PATTERNS):

@@ -23,7 +23,7 @@ Spelled `inferx-narrow-parameters` (no options).
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
 from inferx_compiler.passes.infra.base import ModulePass
@@ -34,9 +34,16 @@ from inferx_compiler.passes.analysis.remarks import remark
 
 @dataclasses.dataclass(frozen=True)
 class NarrowParameters(ModulePass):
+    """Stores an f32 weight the code reads only at f16/bf16 as an f16/bf16 parameter."""
+
     name: ClassVar[str] = "inferx-narrow-parameters"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "f32 weights read only at f16/bf16 become f16/bf16 parameters"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[NarrowParameters]":
+        return cls() if build.runs(cls.name) else None
 
     def run(self, module) -> None:
         functions = public_functions(module)

@@ -27,6 +27,8 @@ emplaced ("explicit execution regions must only contain explicit ops").
 
 from __future__ import annotations
 
+from typing import ClassVar, Optional
+
 import dataclasses
 
 from inferx_compiler.passes.infra.base import ModulePass, PassFailure
@@ -39,10 +41,17 @@ TRANSIENTS_ATTR = "inferx.transients"  # marks the entry's storage argument (the
 
 @dataclasses.dataclass(frozen=True)
 class AddOutputEntry(ModulePass):
-    name = "inferx-add-output-entry"
-    level = "iree"
-    summary = "add @F$into: @F with caller-provided result storage (iree.abi.output)"
+    """Adds `@F$into` beside each public function: results written into caller-provided storage."""
+
+    name: ClassVar[str] = "inferx-add-output-entry"
+    level: ClassVar[str] = "iree"
+    summary: ClassVar[str] = "add @F$into: @F with caller-provided result storage (iree.abi.output)"
     transients: bool = False  # the entry also takes the call's transient storage (a !hal.buffer)
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[AddOutputEntry]":
+        # CPU: the entry also takes the call's transient storage (allocated once by the session)
+        return cls(transients=build.target.backend == "llvm-cpu" and build.transients)
 
     def run(self, module) -> None:
         from iree.compiler import ir

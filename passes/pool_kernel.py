@@ -26,6 +26,7 @@ Spelled `inferx-pool-kernel{target=x86-avx512}`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import ClassVar, Optional
 
@@ -71,15 +72,23 @@ def declined(op, source, pads) -> Optional[str]:
     return None
 
 
+@dataclasses.dataclass(frozen=True)
 class PoolKernel(TargetedPass):
     """2-D max pooling to our AVX-512 kernel (inferx_compiler/kernels/maxpool_planes.c)."""
 
     name: ClassVar[str] = "inferx-pool-kernel"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "2-D max pooling on our AVX-512 C kernel (no padded copy, no relayout)"
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[PoolKernel]":
+        target = build.target
+        fits = target.backend == "llvm-cpu" and "avx512f" in target.features
+        return cls() if fits and build.runs(cls.name) else None
+
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
         found = []

@@ -512,22 +512,29 @@ class QuantizeContractions(TargetedPass):
 
     name: ClassVar[str] = "inferx-quantize-contractions"
     level: ClassVar[str] = "iree"
+    parts: ClassVar[dict] = {"inferx-dequant-matvec": "matvec_kernel"}
     summary: ClassVar[str] = "int8/int4 matmuls: integer weights, dynamic int8 activations, s32 sums"
 
     group_size: int = 128
     vnni_kernel: bool = True  # CPU targets with AVX-512 VNNI: our u8 x s8 / u8 x s4 kernels
     matvec_kernel: bool = True  # CUDA targets, rows that are not tokens: our Triton kernel (dequant_matvec)
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[QuantizeContractions]":
+        if not build.expects_integer_layers():
+            return None
+        return cls(group_size=build.request.group_size, matvec_kernel=build.runs("inferx-dequant-matvec"))
+
     def __post_init__(self):
-        super().__post_init__()
         if self.group_size <= 0 or self.group_size % 2:
             raise ValueError(f"group-size must be a positive even number, got {self.group_size}")
 
     def run(self, module) -> None:
         from iree.compiler import ir
 
+        target = self.target_of(module)
         ops = collect(module, lambda o: PRECISION_ATTR in o.attributes)
-        if self.target_record().backend == "cuda":
+        if target.backend == "cuda":
             # last layer first: a layer's f16 input cast then exists when the layer before it is
             # rewritten, and our kernel can finish that cast in its epilogue
             ops = list(reversed(ops))
@@ -536,15 +543,15 @@ class QuantizeContractions(TargetedPass):
             if precision not in INTEGER_PRECISIONS:
                 continue
             del op.attributes[PRECISION_ATTR]
-            self._quantize(op, precision)
+            self._quantize(op, precision, target)
         for func_op in public_functions(module):
             erase_unused_parameter_arguments(func_op)
 
-    def _quantize(self, op, precision: str) -> None:
+    def _quantize(self, op, precision: str, target) -> None:
         label = "int8" if precision == "i8" else "int4"
-        backend = self.target_record().backend
+        backend = target.backend
         if backend not in ("llvm-cpu", "cuda"):
-            raise PassFailure(f"{label} contractions need an executable target (target '{self.target}')", op)
+            raise PassFailure(f"{label} contractions need an executable target (target '{target.name}')", op)
         if op.name != "linalg.matmul":
             remark(self.name, op, f"declined: {label} is built for linalg.matmul, not {op.name}")
             return
@@ -566,9 +573,9 @@ class QuantizeContractions(TargetedPass):
         n = op.operands[2].type.shape[1]
         kernel, why_not = None, None
         if not gpu and self.vnni_kernel:
-            kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0)
+            kernel, why_not = self._vnni_kernel(k, n, self.group_size if precision == "i4" else 0, target)
         if gpu and k_inner:
-            kernel, why_not = self._matvec_kernel(op, n, k, precision)
+            kernel, why_not = self._matvec_kernel(op, n, k, precision, target)
         if gpu and kernel is not None:
             spec, plan = kernel
             finished = ("" if plan is None else f", {op_counts(plan.fused)} finished in it" if plan.ops
@@ -587,14 +594,13 @@ class QuantizeContractions(TargetedPass):
             how = "int8 activations, s32 sums" + (f" (not the VNNI kernel: {why_not})" if why_not else "")
         remark(self.name, op, f"{label}: {k}x{n} weight '{weight.key}' stored as {scheme.tag}, {how}")
         with op.context:
-            rewrite(op, weight, scheme, kernel, self.target_record().cores or 0)
+            rewrite(op, weight, scheme, kernel, target.cores or 0)
 
-    def _matvec_kernel(self, op, n: int, k: int, precision: str):
+    def _matvec_kernel(self, op, n: int, k: int, precision: str, target):
         """((DequantSpec, EpiloguePlan or None), None) for a CUDA weight-only product in the
         matrix-vector form, or (None, why not)."""
         if not self.matvec_kernel:
             return None, "matvec-kernel=false"
-        target = self.target_record()
         why = dequant_matvec.declined(target)
         if why:
             return None, why
@@ -610,13 +616,12 @@ class QuantizeContractions(TargetedPass):
             return None, spec
         return (spec, plan if spec.epilogue is not None else None), None
 
-    def _vnni_kernel(self, k: int, n: int, group: int) -> tuple[Optional[tuple[str, str]], Optional[str]]:
+    def _vnni_kernel(self, k: int, n: int, group: int, target) -> tuple[Optional[tuple[str, str]], Optional[str]]:
         """((kind, object file), None), or (None, why not) for a product with a [K, N] weight:
         u8s4 for int4 in groups of `group`, else (int8, or int4 the u8s4 kernel declines,
         requantized to int8) u8s8."""
         from inferx_compiler.kernels import cpu_objects
 
-        target = self.target_record()
         choices = ([("u8s4", group)] if group else []) + [("u8s8", 0)]
         why = None
         for kind, g in choices:

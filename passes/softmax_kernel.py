@@ -23,6 +23,8 @@ Spelled `inferx-softmax-kernel{target=x86-avx512}`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import ClassVar, Optional
 
 from inferx_compiler.passes.infra.base import TargetedPass
@@ -110,15 +112,23 @@ def match(div) -> tuple[Optional[tuple], Optional[str]]:
     return (x, [div, total, exp, sub]), None
 
 
+@dataclasses.dataclass(frozen=True)
 class SoftmaxKernel(TargetedPass):
     """Softmax over the last dim to our AVX-512 kernel (inferx_compiler/kernels/softmax_rows.c)."""
 
     name: ClassVar[str] = "inferx-softmax-kernel"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "softmax over the last dim on our AVX-512 C kernel"
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[SoftmaxKernel]":
+        target = build.target
+        fits = target.backend == "llvm-cpu" and "avx512f" in target.features
+        return cls() if fits and build.runs(cls.name) else None
+
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         if target.backend != "llvm-cpu" or "avx512f" not in target.features:
             return  # nothing to decline: the target has no use for the kernel
         found = []

@@ -163,14 +163,18 @@ class SplitReduction(TargetedPass):
 
     name: ClassVar[str] = "inferx-split-reduction"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "split-K for GPU matmuls with a small output and a long reduction"
 
     max_split: int = 16
     min_chunk: int = 128
     split: int = 0
 
+    @classmethod
+    def for_build(cls, build) -> "Optional[SplitReduction]":
+        return cls() if build.target.backend == "cuda" and build.runs(cls.name) else None
+
     def __post_init__(self):
-        super().__post_init__()
         if self.max_split < 2:
             raise ValueError(f"max-split must be >= 2, got {self.max_split}")
         if self.min_chunk < 16:
@@ -179,7 +183,7 @@ class SplitReduction(TargetedPass):
             raise ValueError(f"split must be 0 (the rule) or >= 2, got {self.split}")
 
     def run(self, module) -> None:
-        target = self.target_record()
+        target = self.target_of(module)
         for op in collect(module, lambda o: o.name == "linalg.matmul"):
             shape = matmul_shape(op)
             if shape is None:

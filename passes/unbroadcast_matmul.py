@@ -146,7 +146,12 @@ class UnbroadcastMatmul(ModulePass):
 
     name: ClassVar[str] = "inferx-unbroadcast-matmul"
     level: ClassVar[str] = "iree"
+    optional: ClassVar[bool] = True
     summary: ClassVar[str] = "batch matmuls against a batch-broadcast weight -> one matmul over B*M rows"
+
+    @classmethod
+    def for_build(cls, build) -> "Optional[UnbroadcastMatmul]":
+        return cls() if build.target.executable and build.runs(cls.name) else None
 
     def run(self, module) -> None:
         for op in collect(module, lambda o: o.name == "linalg.batch_matmul"):

@@ -71,7 +71,7 @@ def error_message(error: BaseException) -> str:
 class InferenceCore:
     def __init__(self, repository: ModelRepository, metrics: Optional[ServingMetrics] = None, *,
                  queue_timeout_s: Optional[float] = None):
-        from inferx_compiler import __version__
+        from inferx_compiler.versions import __version__
 
         self.repository = repository
         self.metrics = metrics or ServingMetrics()

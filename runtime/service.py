@@ -116,7 +116,7 @@ def batch_figures(rows: int, batches: int, padded_rows: int) -> dict:
 def batching_config(session, options: ServiceOptions) -> BatchingConfig:
     """Defaults from the artifact's bucket table (re-measured on this device when they are
     estimates), then the options' overrides."""
-    from inferx_compiler.artifact.buckets import default_batching, serving_buckets
+    from inferx_compiler.runtime.bucket_table import default_batching, serving_buckets
 
     buckets = serving_buckets(session)
     config = default_batching(buckets)[0] if buckets else BatchingConfig()

@@ -45,7 +45,7 @@ import numpy as np
 
 def _static(session, sizes, rounds=15):
     """One caller running each bucket back to back: {size: {exec_ms, rows_per_s}}."""
-    from inferx_compiler.artifact.buckets import measure_session
+    from inferx_compiler.runtime.bucket_table import measure_session
 
     return {r["size"]: {"exec_ms": r["latency_ms"], "rows_per_s": r["size"] / (r["latency_ms"] * 1e-3)}
             for r in measure_session(session, sizes, rounds, warmup=3)}
@@ -160,7 +160,7 @@ def knee(steps: list[dict]) -> dict:
 def figures(artifact: str, device: str, duration: float, budget_ms: float, bench_args: list,
             processes: list[int], load_steps: list[float], instances: int) -> dict:
     import inferx_compiler
-    from inferx_compiler.artifact.buckets import default_batching, serving_buckets
+    from inferx_compiler.runtime.bucket_table import default_batching, serving_buckets
 
     sess = inferx_compiler.load(artifact, device=device)
     buckets = serving_buckets(sess)

@@ -113,7 +113,7 @@ class Manifest:
         if d.get("format") != FORMAT:
             raise ArtifactError(f"{path}: not an inferx artifact manifest (format={d.get('format')!r})")
         if d.get("format_version") not in READ_FORMAT_VERSIONS:
-            from inferx_compiler import __version__
+            from inferx_compiler.versions import __version__
 
             raise ArtifactError(
                 f"{path}: artifact format version {d.get('format_version')} is not supported by this "

@@ -33,7 +33,7 @@ from typing import Optional
 
 from inferx_compiler.artifact.archive import sha256_file
 from inferx_compiler.options import CompileOptions
-from inferx_compiler.targets import get_target
+from inferx_compiler.build import resolve_build
 from inferx_compiler.versions import stack_versions
 
 LAYOUT = "v1"
@@ -77,7 +77,7 @@ def key_inputs(model_path: str, options: CompileOptions) -> dict:
         "model": sha256_file(model_path),
         "external_data": [sha256_file(p) for p in external_data_files(model_path)],
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(fields.items())},
-        "target": get_target(options.target).to_json(),
+        "target": resolve_build(options).target.to_json(),
         "tuning_db": sha256_file(options.tuning_db) if options.tuning_db else None,
         "precision_plan": sha256_file(options.precision_plan_file) if options.precision_plan_file else None,
         "calibration": sha256_path(options.calibration) if options.calibration else None,

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from inferx_compiler.errors import PipelineError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.passes.bind_parameters import bound_keys
-from inferx_compiler.passes.infra.pipeline import run_pipeline, save_reproducer
+from inferx_compiler.passes.infra.attributes import IREE_CONFIG_ATTR
+from inferx_compiler.passes.infra.build_files import BUILD_DIR  # flags name build files as {build}/NAME
+from inferx_compiler.passes.infra.pipeline import run_pipeline, save_reproducer, shorten_targets
 
 DISPATCH_PHASE = "executable-sources"
-BUILD_DIR = "{build}"  # flags name build files as {build}/NAME
 
 
 @dataclass
@@ -75,7 +76,7 @@ class _Compiler:
         shutil.rmtree(self.build_dir, ignore_errors=True)
 
     def _on_diagnostic(self, d) -> bool:
-        from inferx_compiler.frontend.onnx_nodes import location_names
+        from inferx_compiler.passes.infra.locations import location_names
 
         self.diagnostics.append(f"{d.severity.name.lower()}: {d.location}: {shorten_targets(d.message)}")
         if d.severity.name == "ERROR":
@@ -147,7 +148,6 @@ def _compile_to_sources(compiler: _Compiler, bytecode: bytes, input_pipeline: st
     return sources
 
 
-IREE_CONFIG_ATTR = "inferx.iree_config"
 
 
 def annotate_iree_configurations(compiler: _Compiler, sources) -> None:
@@ -193,27 +193,6 @@ def _configuration_of(executable) -> dict:
 
     executable.walk(visit)
     return found
-
-
-def shorten_targets(message: str) -> str:
-    """A diagnostic with IREE's executable target attribute spelled out (thousands of characters
-    of CPU features) keeps only its backend and format: `#hal.executable.target<"llvm-cpu",
-    "embedded-elf-x86_64", ...>`."""
-    marker = "#hal.executable.target<"
-    out, i = [], 0
-    while True:
-        j = message.find(marker, i)
-        if j < 0:
-            return "".join(out) + message[i:]
-        depth, k = 0, j + len(marker) - 1
-        while k < len(message):
-            depth += {"<": 1, ">": -1}.get(message[k], 0)
-            if depth == 0:
-                break
-            k += 1
-        head = message[j + len(marker):k].split(",")[:2]
-        out.append(message[i:j] + marker + ",".join(head) + ", ...>")
-        i = k + 1
 
 
 def _write_files(folder: str, files: dict[str, str]) -> None:
@@ -330,8 +309,7 @@ def _vm_bytes(inv) -> bytes:
 def read_dispatch_report(module_op) -> list[dict]:
     from iree.compiler import ir
 
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
-    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
     rows = []
     for op in module_op.regions[0].blocks[0].operations:

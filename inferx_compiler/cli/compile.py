@@ -13,9 +13,11 @@ import click
 
 from inferx_compiler.build_plan import describe_pipeline, format_pipeline
 from inferx_compiler.driver import compile_onnx_file, write_result
-from inferx_compiler.options import ATTENTION_CHOICES, EMIT_CHOICES, OPTIONAL_PASSES, PRECISIONS, CompileOptions
+from inferx_compiler.options import ATTENTION_CHOICES, EMIT_CHOICES, PRECISIONS, CompileOptions
+from inferx_compiler.passes.infra.registry import disableable
 from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
+from inferx_compiler.build import resolve_build
 from inferx_compiler.targets import all_targets, format_target_table, get_target
 from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, command_argv, completion_epilog, existing_file,
                      existing_path, options_namespace, run_cli, run_isolated)
@@ -81,10 +83,11 @@ def _input_values(ctx, param, values) -> tuple:
 
 
 def _optional_passes(ctx, param, value):
-    unknown = [p for p in value if p not in OPTIONAL_PASSES]
+    valid = sorted(disableable())
+    unknown = [p for p in value if p not in valid]
     if unknown:
         raise click.BadParameter(f"{', '.join(unknown)}: not a pass that can be left out; valid: "
-                                 f"{', '.join(OPTIONAL_PASSES)}", ctx=ctx, param=param)
+                                 f"{', '.join(valid)}", ctx=ctx, param=param)
     return value
 
 
@@ -153,7 +156,7 @@ def _conv_algorithms_option(ctx, param, value):
               help="scaled dot-product attention chains into IREE's fused attention op: auto (GPU "
                    "targets), on (any target), off")
 @click.option("--disable-pass", multiple=True, metavar="NAME", callback=_optional_passes,
-              shell_complete=lambda ctx, param, incomplete: [p for p in OPTIONAL_PASSES if p.startswith(incomplete)],
+              shell_complete=lambda ctx, param, incomplete: [p for p in sorted(disableable()) if p.startswith(incomplete)],
               help="leave one of the optimizing passes (or inferx-hopper-epilogue / inferx-hopper-group, "
                    "the epilogue fusion and sibling grouping of inferx-hopper-matmul) out of the build "
                    "(repeatable), to measure what it is worth")
@@ -277,9 +280,9 @@ def _work(args) -> int:
                              disabled_passes=tuple(args.disable_pass), group_size=args.group_size,
                              calibration=args.calibration, accuracy_budget=args.accuracy_budget,
                              precision_plan_file=args.precision_plan)
-    get_target(args.target)
+    build = resolve_build(options)  # the request checked and its target resolved, before any work
     if args.dump_pipeline:
-        print(format_pipeline(describe_pipeline(options)))
+        print(format_pipeline(describe_pipeline(build)))
         return 0
     if not args.model:
         raise InferXError("no model given: inferx-compile MODEL.onnx --target T -o OUT")
@@ -297,7 +300,7 @@ def _work(args) -> int:
         return _finish(args, out, t0, log, cached.report(), source=f"build cache {cached.key[:16]}")
     if args.tune:
         db = args.tuning_db or os.path.splitext(out)[0] + ".tuning.json"
-        _tune(args, options, log, db)
+        _tune(args, build, log, db)
         options = dataclasses.replace(options, tuning_db=db)
     result = compile_onnx_file(args.model, options, log)
     if result.plan is not None:
@@ -315,9 +318,10 @@ def _work(args) -> int:
     return _finish(args, out, t0, log, {"dispatches": result.dispatches, "decisions": result.decisions})
 
 
-def _tune(args, options: CompileOptions, log: BuildLog, db: str) -> None:
+def _tune(args, build, log: BuildLog, db: str) -> None:
     """--tune: the CPU dispatch configurations (tuning.py) or the Hopper kernels' (cuda_tuning.py)."""
-    if get_target(args.target).backend == "cuda":
+    options = build.request
+    if build.target.backend == "cuda":
         import tempfile
 
         from inferx_compiler.tuning import cuda_tuning
@@ -398,7 +402,7 @@ def _not_cacheable(args, options: CompileOptions) -> str:
     if options.batch_sizes and options.measure_buckets:
         from inferx_compiler.artifact.buckets import present_device
 
-        if present_device(get_target(options.target)):
+        if present_device(resolve_build(options).target):
             return "bucket latencies are measured on this machine; add --no-measure to cache"
     return ""
 

@@ -7,7 +7,8 @@ reported by ONNX node (name, op type, domain, opset) before anything else runs.
 from __future__ import annotations
 
 from inferx_compiler.errors import ModelLoadError, PipelineError, UnsupportedOpsError
-from inferx_compiler.frontend.onnx_nodes import attribute_failure, location_names, nodes_named
+from inferx_compiler.frontend.onnx_nodes import attribute_failure, nodes_named
+from inferx_compiler.passes.infra.locations import location_names
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
 from inferx_compiler.log import BuildLog
 from inferx_compiler.frontend.onnx_import import PreparedModel
@@ -35,7 +36,7 @@ def import_onnx(prepared: PreparedModel, context):
     except Exception as e:  # the importer raises OnnxImportError, ValueError, KeyError...
         raise ModelLoadError(f"model '{prepared.name}': the torch-mlir ONNX importer cannot take it: "
                              f"{_describe_import_error(e)}") from None
-    _rename_entry(module_op)
+    rename_entry(module_op)
     return module_op
 
 
@@ -49,7 +50,7 @@ def _describe_import_error(e: Exception) -> str:
     return text
 
 
-def _rename_entry(module_op) -> None:
+def rename_entry(module_op) -> None:
     from torch_mlir import ir
 
     funcs = [op for op in module_op.regions[0].blocks[0].operations if op.operation.name == "func.func"]

@@ -12,30 +12,6 @@ from __future__ import annotations
 from typing import Iterable
 
 
-def location_names(loc) -> list[str]:
-    """Every name in a location, outermost first, without repeats."""
-    names: list[str] = []
-    _collect(loc, names)
-    return names
-
-
-def _collect(loc, names: list[str]) -> None:
-    kind = type(loc).__name__
-    if kind == "Location":  # diagnostics of an MLIRError carry the untyped class
-        loc = loc.from_attr(loc.attr, loc.context)
-        kind = type(loc).__name__
-    if kind == "NameLoc":
-        if loc.name_str and loc.name_str not in names:
-            names.append(loc.name_str)
-        _collect(loc.child_loc, names)
-    elif kind == "FusedLoc":
-        for sub in loc.locations:
-            _collect(sub, names)
-    elif kind == "CallSiteLoc":
-        _collect(loc.callee, names)
-        _collect(loc.caller, names)
-
-
 def nodes_named(names: Iterable[str], node_index: dict[str, dict]) -> list[dict]:
     """The ONNX nodes among `names` (node_index: name -> {name, op_type, domain, opset})."""
     seen, nodes = set(), []

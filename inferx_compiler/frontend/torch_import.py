@@ -1,7 +1,7 @@
 """PyTorch in: torch.export -> torch-mlir's FX importer -> the same pipeline as ONNX.
 
-With a dynamic batch dim (`dynamic_shapes`), the module is exported again at each static
-batch (batch 1 by default; see specialization.py) and those functions join the module.
+With a dynamic batch dim (`dynamic_shapes`), the driver asks for the module again at each static
+batch (batch 1 by default; see specialization.py): it is exported at that batch.
 
 Parameters, buffers and lifted constants are placeholders of the exported graph; they
 are imported as entry arguments tagged `inferx.parameter` (never as MLIR literals) and
@@ -12,63 +12,55 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from typing import Any
 
 import numpy as np
 
 from inferx_compiler.errors import InferXError, ModelLoadError
+from inferx_compiler.frontend import graph_lowering
+from inferx_compiler.frontend.imported import ImportedModel
+from inferx_compiler.frontend.specialization import Specialization
 from inferx_compiler.log import BuildLog
 from inferx_compiler.tensor_spec import TensorSpec
 
 
-def _require_torch():
+def require_torch():
     try:
         import torch  # noqa: F401
     except ImportError:
         raise InferXError("compiling a PyTorch module needs torch: pip install 'inferx-compiler[torch]'") from None
 
 
-def compile_torch_module(module, example_inputs, *, target: str, output: str, precision: str = "fp32",
-                         dynamic_shapes=None, quiet: bool = True):
-    _require_torch()
-    from inferx_compiler import driver
-    from inferx_compiler.frontend import graph_lowering
-    from inferx_compiler.mlir_contexts import new_graph_context
+@dataclasses.dataclass
+class TorchFrontend:
+    """A torch.nn.Module with example inputs (and optional dynamic_shapes), for the driver."""
 
-    log = BuildLog(quiet=quiet)
-    options = driver.CompileOptions(target=target, precision=precision)
-    target_obj = driver.check_request(options)
-    if options.uses_plan:
-        from inferx_compiler.precision.precision_plan import PrecisionError
+    module: Any
+    example_inputs: tuple
+    dynamic_shapes: Any = None
+    source: str = "torch"
 
-        raise PrecisionError(f"precision '{precision}' is planned per ONNX layer: export the module to "
-                             f"ONNX and use inferx-compile (PyTorch modules take fp32, fp16 or bf16)")
-    program = _export(module, tuple(example_inputs), dynamic_shapes)
-    ctx = new_graph_context()
-    with ctx:
-        module_op, inputs, outputs, weights, keys = _import(program, ctx, log)
-        graph_lowering.lower_to_linalg(module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
-        graph_lowering.mark_parameter_args(module_op, keys)
-        specs = []
-        for spec in driver.static_specializations(options, target_obj, inputs):
-            size = dict(spec.dims)[next(iter(dict(spec.dims)))]
-            static = _export(module, _at_batch(tuple(example_inputs), size), None)
-            other, *_ = _import(static, ctx, BuildLog(quiet=True))
-            graph_lowering.lower_to_linalg(other, graph_lowering.FX_TORCH_TO_LINALG, log)
-            graph_lowering.mark_parameter_args(other, keys)
-            graph_lowering.move_entry_function(other, module_op, spec.function)
-            log.step(f"added the static-shape function @{spec.function} (batch {size})")
-            specs.append(spec)
-    name = type(module).__name__
-    digest = _state_digest(weights)
-    model_info = {"name": name, "source": "torch", "sha256": digest, "opset": None,
-                  "upgraded_from_opset": None}
-    uses_f64 = any(s.dtype == "float64" for s in inputs + outputs) or any(
-        w.dtype == np.float64 for w in weights.values())
-    options = dataclasses.replace(options, keep_f64=uses_f64)
-    result = driver.compile_linalg(module_op, ctx, target_obj, options, log, model_info,
-                                    inputs, outputs, weights, specs)
-    driver.write_result(result, output)
-    return result.manifest
+    def import_module(self, context, log: BuildLog) -> ImportedModel:
+        require_torch()
+        program = _export(self.module, tuple(self.example_inputs), self.dynamic_shapes)
+        module_op, inputs, outputs, weights, keys = _import(program, context, log)
+        info = {"name": type(self.module).__name__, "source": "torch", "sha256": _state_digest(weights),
+                "opset": None, "upgraded_from_opset": None}
+        uses_f64 = any(s.dtype == "float64" for s in inputs + outputs) or any(
+            w.dtype == np.float64 for w in weights.values())
+        return ImportedModel(module_op, inputs, outputs, weights, keys, info, uses_float64=uses_f64)
+
+    def lower(self, model: ImportedModel, log: BuildLog) -> None:
+        graph_lowering.lower_to_linalg(model.module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
+        graph_lowering.mark_parameter_args(model.module_op, model.parameter_keys)
+
+    def import_static(self, model: ImportedModel, spec: Specialization, log: BuildLog) -> Any:
+        size = dict(spec.dims)[next(iter(dict(spec.dims)))]
+        static = _export(self.module, _at_batch(tuple(self.example_inputs), size), None)
+        other, *_ = _import(static, model.module_op.context, BuildLog(quiet=True))
+        graph_lowering.lower_to_linalg(other, graph_lowering.FX_TORCH_TO_LINALG, log)
+        graph_lowering.mark_parameter_args(other, model.parameter_keys)
+        return other
 
 
 def _at_batch(example_inputs: tuple, size: int) -> tuple:
@@ -95,12 +87,10 @@ def _import(program, ctx, log: BuildLog):
 
     from torch_mlir.extras.fx_importer import FxImporter
 
-    from inferx_compiler.frontend.graph_lowering import _rename_entry
-
     importer = FxImporter(context=ctx)
     importer.import_graph_module(program.graph_module, func_name="main")
     module_op = importer.module_op
-    _rename_entry(module_op)
+    graph_lowering.rename_entry(module_op)
     placeholders = [n for n in program.graph_module.graph.nodes if n.op == "placeholder"]
     state = dict(program.state_dict)
     state.update(getattr(program, "constants", {}) or {})

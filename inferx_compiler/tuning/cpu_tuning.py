@@ -49,9 +49,9 @@ class _Build:
 def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
     """Measure; merge the findings into the database at `db_path`; returns a summary."""
     from inferx_compiler.frontend.onnx_import import load_model
-    from inferx_compiler.targets import get_target
+    from inferx_compiler.build import resolve_build
 
-    target = get_target(options.target)
+    target = resolve_build(options).target
     if target.backend != "llvm-cpu" or target.name != "cpu":
         raise InferXError(f"--tune measures on the build machine: it needs --target cpu (or a Hopper GPU "
                           f"target where that GPU is), not '{target.name}'")

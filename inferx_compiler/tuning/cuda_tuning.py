@@ -60,9 +60,9 @@ INDEX_FORMAT = "inferx-cuda-tuning"
 def prepare(model_path: str, options, log: BuildLog, directory: str) -> list[dict]:
     """Write DIR/index.json and one module per new matmul form of this model (forms already in
     DIR's index, from another model, are kept and not rebuilt); returns the index's forms."""
-    from inferx_compiler.targets import get_target
+    from inferx_compiler.build import resolve_build
 
-    target = get_target(options.target)
+    target = resolve_build(options).target
     _check_target(target)
     os.makedirs(directory, exist_ok=True)
     index = _load_index(directory, target)
@@ -96,16 +96,17 @@ def model_forms(model_path: str, options, target) -> list:
     before = dataclasses.replace(options, emit="linalg", tuning_db=None,
                                  disabled_passes=tuple(options.disabled_passes) + (
                                      "inferx-hopper-matmul", "inferx-split-reduction"))
-    linalg = compile_onnx_file(model_path, before, BuildLog(quiet=True)).output
+    result = compile_onnx_file(model_path, before, BuildLog(quiet=True))
     with ir.Context():
-        module = ir.Module.parse(linalg).operation
-        run_pipeline(module, iree_input_pipeline(target, before), "iree", stage="iree-input")
-        hopper = HopperMatmul(target=target.name, group=options.runs("inferx-hopper-group"))
+        module = ir.Module.parse(result.output).operation  # carries the build's inferx.target
+        run_pipeline(module, iree_input_pipeline(result.build), "iree", stage="iree-input")
+        hopper = HopperMatmul(group=result.build.runs("inferx-hopper-group"))
         return hopper.tuning_forms(module)
 
 
 def _prepare_form(form, target, directory: str, log: BuildLog) -> dict:
     from inferx_compiler.backend import iree_backend
+    from inferx_compiler.build import Build
     from inferx_compiler.build_plan import iree_flags
     from inferx_compiler.options import CompileOptions
     from inferx_compiler.passes.hopper_matmul import tuning_candidates
@@ -113,10 +114,10 @@ def _prepare_form(form, target, directory: str, log: BuildLog) -> dict:
     sig = _signature(form)
     candidates = tuning_candidates(form, target.cores or 1)
     name = f"form_{form.m}x{form.n}x{form.k}_{hashlib.sha256(sig.encode()).hexdigest()[:8]}"
-    flags = iree_flags(target, CompileOptions(target=target.name))
+    flags = iree_flags(Build(request=CompileOptions(target=target.name), target=target))
     copies = weight_copies(form, target)
-    pipeline = (f"builtin.module(inferx-hopper-matmul{{target={target.name} group=false}},"
-                f"inferx-split-reduction{{target={target.name}}})")
+    pipeline = (f"builtin.module(inferx-set-target{{target={target.name}}},"
+                f"inferx-hopper-matmul{{group=false}},inferx-split-reduction)")
     result = iree_backend.compile_module(_module_text(form, candidates, copies).encode(), flags, input_pipeline=pipeline,
                                          dispatch_pipeline="builtin.module(inferx-dispatch-report)",
                                          log=BuildLog(quiet=True))
@@ -320,9 +321,9 @@ def measure_into(directory: str, db_path: str, log: BuildLog, device_uri: str = 
 def tune(model_path: str, options, log: BuildLog, db_path: str, workdir: str) -> dict:
     """All of it on this machine (it must have the GPU): prepare into `workdir`, measure, record,
     then the end-to-end guard for this model (guard())."""
-    from inferx_compiler.targets import get_target
+    from inferx_compiler.build import resolve_build
 
-    _check_target(get_target(options.target))
+    _check_target(resolve_build(options).target)
     _device("cuda")  # fail before the builds when there is no GPU here
     prepare(model_path, options, log, workdir)
     summary = measure_into(workdir, db_path, log)
@@ -338,8 +339,8 @@ def guard(model_path: str, options, log: BuildLog, db_path: str, workdir: str, c
     faster, the picks in `changed` go back to the rule's, with the figures in the entry (a
     product timed alone does not always predict the model: ResNet-50 b8's im2col products,
     docs/performance-notes.md). Returns whether the picks were kept."""
+    from inferx_compiler.build import resolve_build
     from inferx_compiler.frontend.onnx_import import load_model
-    from inferx_compiler.targets import get_target
 
     timer = timer or end_to_end_ms
     builds = {name: _build_artifact(model_path, dataclasses.replace(options, tuning_db=db), workdir, name)
@@ -347,7 +348,7 @@ def guard(model_path: str, options, log: BuildLog, db_path: str, workdir: str, c
     ms = timer(builds)
     kept = ms["tuned"] <= (1 - MIN_GAIN_E2E) * ms["rule"]
     db = tuning_db.load(db_path)
-    key = tuning_db.target_key(get_target(options.target))
+    key = tuning_db.target_key(resolve_build(options).target)
     _, model_sha = load_model(model_path)
     tuning_db.record_model(db, key, model_sha, {"hopper_rule_ms": round(ms["rule"], 4),
                                                 "hopper_tuned_ms": round(ms["tuned"], 4), "hopper_kept": kept})

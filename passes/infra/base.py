@@ -15,6 +15,10 @@ from typing import ClassVar
 from inferx_compiler.errors import PassOptionError
 
 
+# a pass that runs in either MLIR world (it only reads or writes module attributes)
+ANY_LEVEL = "any"
+
+
 class PassFailure(Exception):
     """Raised inside `run` to fail the pass; `op` (if given) locates the diagnostic."""
 
@@ -28,9 +32,21 @@ class ModulePass:
     name: ClassVar[str] = ""
     level: ClassVar[str] = "graph"
     summary: ClassVar[str] = ""
+    # A pass that only makes a build faster may be left out (--disable-pass NAME), to measure
+    # it; the others carry the model's meaning (import, precision, parameters, the output entry).
+    optional: ClassVar[bool] = False
+    # Parts of the pass --disable-pass may name on their own: name -> the bool option it sets
+    # false (inferx-hopper-epilogue -> epilogue=false).
+    parts: ClassVar[dict] = {}
 
     def run(self, module) -> None:  # module: ir.Operation (builtin.module)
         raise NotImplementedError
+
+    @classmethod
+    def for_build(cls, build) -> "ModulePass | None":
+        """The instance a build runs (options from the build: inferx_compiler.build.Build), or
+        None where the pass does not apply to it. The one place that says when a pass runs."""
+        return None
 
     # -- spelling -------------------------------------------------------------------
     @classmethod
@@ -93,15 +109,15 @@ def _convert(pass_name: str, key: str, text: str, hint) -> object:
 
 @dataclasses.dataclass(frozen=True)
 class TargetedPass(ModulePass):
-    """A pass that decides from a target record: its first option is `target` (a name from the
-    target table, checked when the pass is spelled; an unknown one lists the valid names)."""
+    """A pass that decides from the target: it reads the record the driver (or
+    `inferx-set-target`) wrote on the module (`inferx.target`, see target_attr.py), never a
+    name looked up again or the machine it happens to run on."""
 
-    target: str = "cpu"
+    def target_of(self, module):
+        from inferx_compiler.passes.infra.target_attr import has_target, read_target
 
-    def __post_init__(self):
-        self.target_record()
-
-    def target_record(self):
-        from inferx_compiler.targets import get_target
-
-        return get_target(self.target)
+        if not has_target(module):
+            raise PassFailure(f"{self.name} decides from the target, and the module has no "
+                              f"'inferx.target' attribute: compile with inferx-compile, or put "
+                              f"inferx-set-target{{target=NAME}} first in the pipeline", module)
+        return read_target(module)

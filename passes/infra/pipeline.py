@@ -15,7 +15,7 @@ from typing import Optional
 
 from inferx_compiler.errors import PassOptionError, PipelineError
 from inferx_compiler.mlir_contexts import Bindings, bindings
-from inferx_compiler.passes.infra.base import ModulePass, PassFailure
+from inferx_compiler.passes.infra.base import ANY_LEVEL, ModulePass, PassFailure
 from inferx_compiler.passes.infra.registry import get_pass_class
 
 
@@ -82,10 +82,10 @@ def parse_pipeline(text: str) -> list[PipelineElement]:
 
 
 def pipeline_level(elements: list[PipelineElement], default: str) -> str:
-    levels = {e.inferx_pass.level for e in elements if e.inferx_pass}
+    placed = [e.inferx_pass for e in elements if e.inferx_pass and e.inferx_pass.level != ANY_LEVEL]
+    levels = {p.level for p in placed}
     if len(levels) > 1:
-        names = ", ".join(f"{e.inferx_pass.name} ({e.inferx_pass.level})"
-                          for e in elements if e.inferx_pass)
+        names = ", ".join(f"{p.name} ({p.level})" for p in placed)
         raise PassOptionError(
             f"one pipeline cannot mix graph-level and iree-level inferx passes: {names}"
         )
@@ -146,7 +146,7 @@ def run_pipeline(module_op, text: str, level: str, stage: str = "pipeline",
     except b.ir.MLIRError as err:
         repro = (save_reproducer(saved_input, stage, inferx_opt_command(format_pipeline(elements)))
                  if save_repro else None)
-        from inferx_compiler.frontend.onnx_nodes import location_names
+        from inferx_compiler.passes.infra.locations import location_names
 
         diags = getattr(err, "error_diagnostics", None) or []
         names = [n for d in diags for n in location_names(d.location)]
@@ -162,8 +162,6 @@ def _bytecode(module_op) -> bytes:
 
 
 def _format_mlir_error(err) -> str:
-    from inferx_compiler.backend.iree_backend import shorten_targets  # IREE's target attribute elided
-
     lines = []
     for d in getattr(err, "error_diagnostics", []) or []:
         lines.append(shorten_targets(f"{d.location}: {d.message}"))
@@ -189,3 +187,24 @@ def save_reproducer(module_bytes: bytes, stage: str, command) -> str:
 
 def inferx_opt_command(pipeline_text: str):
     return lambda path: f"inferx-opt {path} --pass-pipeline='{pipeline_text}'"
+
+
+def shorten_targets(message: str) -> str:
+    """A diagnostic with IREE's executable target attribute spelled out (thousands of characters
+    of CPU features) keeps only its backend and format: `#hal.executable.target<"llvm-cpu",
+    "embedded-elf-x86_64", ...>`."""
+    marker = "#hal.executable.target<"
+    out, i = [], 0
+    while True:
+        j = message.find(marker, i)
+        if j < 0:
+            return "".join(out) + message[i:]
+        depth, k = 0, j + len(marker) - 1
+        while k < len(message):
+            depth += {"<": 1, ">": -1}.get(message[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        head = message[j + len(marker):k].split(",")[:2]
+        out.append(message[i:j] + marker + ",".join(head) + ", ...>")
+        i = k + 1

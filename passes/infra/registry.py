@@ -13,6 +13,7 @@ from inferx_compiler.errors import PassOptionError
 
 # name -> "module:Class" inside inferx_compiler.passes
 _PASSES = {
+    "inferx-set-target": "set_target:SetTarget",
     "inferx-lower-to-linalg": "lower_inferx:LowerInferXToLinalg",
     "inferx-annotate-precision": "annotate_precision:AnnotatePrecision",
     "inferx-apply-precision": "apply_precision:ApplyPrecision",
@@ -59,3 +60,15 @@ def get_pass_class(name: str) -> type:
             f"unknown inferx pass '{name}'; registered passes: {', '.join(sorted(passes))}"
         )
     return passes[name]()
+
+
+def disableable() -> set[str]:
+    """What --disable-pass may name: every pass declared `optional`, and the parts of passes
+    they declare (`parts`: a name for a bool option the build then sets false)."""
+    names = set()
+    for factory in get_all_passes().values():
+        cls = factory()
+        if cls.optional:
+            names.add(cls.name)
+        names.update(cls.parts)
+    return names

@@ -102,7 +102,7 @@ def iree_pipeline_is(executable, pipeline: str) -> bool:
     from iree.compiler import ir
     from iree.compiler.dialects import iree_codegen
 
-    from inferx_compiler.backend.iree_backend import IREE_CONFIG_ATTR
+    from inferx_compiler.passes.infra.attributes import IREE_CONFIG_ATTR
 
     if IREE_CONFIG_ATTR not in executable.attributes:
         return False

@@ -552,8 +552,7 @@ def _annotate_entry(executable, p: KernelProduct) -> None:
     function's)."""
     from iree.compiler import ir
 
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
-    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
     i64 = ir.IntegerType.get_signless(64)
     mt, nt = p.tile()
@@ -679,8 +678,7 @@ def row_kernel(module, kernel: RowKernel, x, object_path: str, pass_name: str):
 def _annotate_rows(executable, k: RowKernel, pass_name: str) -> None:
     from iree.compiler import ir
 
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
-    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
     i64 = ir.IntegerType.get_signless(64)
     entry = _entry_function(executable, k.symbol)

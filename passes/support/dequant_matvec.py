@@ -174,8 +174,7 @@ def _declared(module, name: str) -> bool:
 
 
 def _external(compiled, plan=None) -> ExternalKernel:
-    from inferx_compiler.passes.dispatch_config import CONFIG_ATTR
-    from inferx_compiler.passes.dispatch_report import REPORT_ATTR
+    from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
 
     spec = compiled.spec
     name = f"inferx_dequant_{spec.kind}_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"  # (the key covers the epilogue)

@@ -179,7 +179,7 @@ def test_iree_failure_prints_an_iree_compile_reproducer(tmp_path, monkeypatch):
 def test_iree_diagnostics_do_not_spell_out_the_target():
     """IREE prints its executable target (thousands of characters of CPU features) in codegen
     errors; inferx keeps the backend and format only."""
-    from inferx_compiler.backend.iree_backend import shorten_targets
+    from inferx_compiler.passes.infra.pipeline import shorten_targets
 
     features = ",".join(f"+f{i}" for i in range(500))
     message = (f'failed to translate for backend #hal.executable.target<"llvm-cpu", "embedded-elf-x86_64", '

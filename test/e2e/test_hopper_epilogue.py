@@ -22,6 +22,7 @@ pytest.importorskip("triton")
 pytest.importorskip("torch")
 
 from inferx_compiler.kernels import triton_matmul  # noqa: E402
+from inferx_compiler.targets import get_target  # noqa: E402
 
 _ZERO = """
   %c0 = arith.constant 0.0 : f32
@@ -355,7 +356,7 @@ def test_grouped_siblings_match_iree_in_the_interpreter(tmp_path):
     with module.context:
         candidates = [(op, matmul_form(op)[0]) for op in collect(module.operation, lambda o: o.name == "linalg.matmul")]
         (siblings,) = sibling_groups(candidates)
-        group, why = HopperMatmul(target="h200").group_plan(siblings, 132)
+        group, why = HopperMatmul().group_plan(siblings, get_target("h200"))
     assert group is not None, why
     spec = group.spec
     assert spec.outputs == 4 and [p is None for p in group.plans] == [False, False, False, True]

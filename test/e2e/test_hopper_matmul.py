@@ -24,6 +24,8 @@ from inferx_compiler.cli.compile import main as compile_main
 pytest.importorskip("triton")
 
 from inferx_compiler.kernels import triton_matmul  # noqa: E402
+from inferx_compiler.passes.infra.target_attr import write_target  # noqa: E402
+from inferx_compiler.targets import get_target  # noqa: E402
 
 # (M, N, K, a_transposed, b_transposed, has_init, split, block, tma)
 FORMS = [
@@ -154,8 +156,9 @@ def test_without_triton_the_pass_declines_with_a_remark(monkeypatch):
     }"""
     with ir.Context() as ctx, ir.Location.unknown():
         module = ir.Module.parse(text, ctx)
+        write_target(module.operation, get_target("h200"))
         with collecting() as remarks:
-            HopperMatmul(target="h200").run(module.operation)
+            HopperMatmul().run(module.operation)
         assert "linalg.matmul" in str(module) and "flow.dispatch" not in str(module)
     assert [r.message for r in remarks] == ["declined: Triton is not installed (test)"]
 

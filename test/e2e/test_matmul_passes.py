@@ -125,7 +125,7 @@ def test_split_reduction_numbers(tmp_path, m, n, k, split, dtype):
     src.write_text(MATMUL.format(m=m, n=n, k=k, t=dtype))
     split_path = tmp_path / "mm_split.mlir"
     subprocess.run(python_entry("inferx_compiler.cli.opt") + [
-        str(src), f"--pass-pipeline=builtin.module(inferx-split-reduction{{split={split}}})", "-o", str(split_path)],
+        str(src), f"--pass-pipeline=builtin.module(inferx-set-target{{target=h200}},inferx-split-reduction{{split={split}}})", "-o", str(split_path)],
         check=True, capture_output=True)
     text = split_path.read_text()
     assert "linalg.matmul" not in text and f"tensor<{split}x{m}x{n}xf32>" in text

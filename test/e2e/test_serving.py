@@ -185,7 +185,7 @@ def test_outputs_larger_than_declared_fall_back_to_module_buffers(tmp_path):
 def test_cpu_sync_device_matches_onnxruntime(cnn_artifact):
     """`cpu:sync` (IREE local-sync: the call runs in the caller's thread) gives the same results;
     its bucket latencies are re-measured for it, not taken from the pooled `cpu` build table."""
-    from inferx_compiler.artifact.buckets import serving_buckets
+    from inferx_compiler.runtime.bucket_table import serving_buckets
 
     sess = inferx_compiler.load(cnn_artifact[1], device="cpu:sync")
     assert sess.device == "cpu:sync"

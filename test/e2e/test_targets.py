@@ -81,14 +81,19 @@ def test_cuda_fp16_demotes_only_static_convolutions():
     """IREE 3.13 miscompiles its own f16 convolutions for CUDA (ResNet-50 rel err 0.25 on an H200):
     there only static convolutions, which inferx-conv-strategy turns into matmuls, are demoted;
     with the conv strategy off none is."""
+    from inferx_compiler.build import resolve_build
     from inferx_compiler.build_plan import graph_decision_pipeline
     from inferx_compiler.options import CompileOptions
 
-    assert "convolutions=static" in graph_decision_pipeline(CompileOptions(target="h200", precision="fp16"))
-    assert "convolutions=none" in graph_decision_pipeline(
-        CompileOptions(target="h200", precision="fp16", conv_algorithms="none"))
-    assert "convolutions=all" in graph_decision_pipeline(CompileOptions(target="cpu", precision="fp16"))
-    assert graph_decision_pipeline(CompileOptions(target="a100")) == "builtin.module()"
+    def pipeline(**request):
+        return graph_decision_pipeline(resolve_build(CompileOptions(**request)))
+
+    assert "convolutions=static" in pipeline(target="h200", precision="fp16")
+    assert "convolutions=none" in pipeline(target="h200", precision="fp16", conv_algorithms="none")
+    assert "convolutions=none" in pipeline(target="h200", precision="fp16",
+                                           disabled_passes=("inferx-conv-strategy",))
+    assert "convolutions=all" in pipeline(target="cpu", precision="fp16")
+    assert pipeline(target="a100") == "builtin.module()"
 
 
 def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
@@ -96,6 +101,7 @@ def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
     never carries into the next one of the process): half the record's per-core L2, at least
     IREE's default, unless the record names one; a user's --iree-flag of the same option replaces
     the target's."""
+    from inferx_compiler.build import resolve_build
     from inferx_compiler.build_plan import iree_flags
     from inferx_compiler.options import CompileOptions
     from inferx_compiler.targets import IREE_MATMUL_TILE_BYTES, matmul_tile_bytes_for
@@ -112,7 +118,7 @@ def test_cpu_targets_set_the_data_tiled_matmul_tile_budget():
     for name in ("cpu", "x86-avx2", "x86-avx512"):  # f32 reductions in vector lanes (Target.iree_flags says why)
         assert "--iree-llvmcpu-reassociate-fp-reductions=true" in get_target(name).iree_flags()
     user = "--iree-llvmcpu-matmul-tile-bytes=4096"
-    flags = iree_flags(host, CompileOptions(target="cpu", extra_iree_flags=(user,)))
+    flags = iree_flags(resolve_build(CompileOptions(target="cpu", extra_iree_flags=(user,))))
     assert [f for f in flags if "matmul-tile-bytes" in f] == [user]
 
 
@@ -175,12 +181,13 @@ def test_cuda_opt_level_only_for_half_precision_builds():
     """CUDA targets build f16/bf16 models at IREE -O2 (measured faster on the H200); fp32 and
     integer builds stay at IREE's default (O2 was slower there, and wrong for weight-only int8);
     CPU targets have none; a user's --iree-flag replaces it."""
+    from inferx_compiler.build import resolve_build
     from inferx_compiler.build_plan import iree_flags
     from inferx_compiler.options import CompileOptions
 
     def levels(target, precision, *extra):
-        flags = iree_flags(get_target(target), CompileOptions(target=target, precision=precision,
-                                                               extra_iree_flags=extra))
+        flags = iree_flags(resolve_build(CompileOptions(target=target, precision=precision,
+                                                        extra_iree_flags=extra)))
         return [f for f in flags if f.startswith("--iree-opt-level")]
 
     for target in ("a100", "h100", "h200", "orin"):

@@ -105,7 +105,7 @@ def test_build_falls_back_to_the_plain_entry(tmp_path, monkeypatch, capfd):
     """Where IREE fails with the storage passed in, the build goes through with the plain output
     entry, says so, and records the pipeline it used (the session then allocates per call)."""
     from inferx_compiler.backend import iree_backend
-    from inferx_compiler.build_plan import OUTPUT_ENTRY_WITH_TRANSIENTS
+    OUTPUT_ENTRY_WITH_TRANSIENTS = "inferx-add-output-entry{transients=true}"
     from inferx_compiler.errors import PipelineError
 
     compile_module = iree_backend.compile_module

@@ -1,6 +1,6 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-amx})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-amx})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-amx-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-amx-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 

@@ -1,4 +1,4 @@
-// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-amx-matmul{target=nosuch})' 2>&1 | filecheck %s --check-prefix=TARGET
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=nosuch},inferx-amx-matmul)' 2>&1 | filecheck %s --check-prefix=TARGET
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-amx-matmul{tile=32})' 2>&1 | filecheck %s --check-prefix=OPTION
 // TARGET: error: {{.*}}unknown target 'nosuch'; valid targets: {{.*}}x86-amx
 // OPTION: error: {{.*}}inferx-amx-matmul{{.*}}tile

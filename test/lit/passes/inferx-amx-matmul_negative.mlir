@@ -1,8 +1,8 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-amx})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-amx})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-avx512-vnni})' 2>&1 | filecheck %s --check-prefix=NOAMX
-// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-amx-matmul{target=x86-amx})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-amx-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-amx-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-amx-matmul)' 2>&1 | filecheck %s --check-prefix=NOAMX
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-amx-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
 
 // Declined, each with its reason: a right-hand operand computed from activations (attention's
 // products), K not a multiple of 32, bf16 x bf16 -> bf16. An f32 matmul is not this pass's.

@@ -1,7 +1,7 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512 chunk=1})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512})' | filecheck %s --check-prefix=CHUNK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-image-loop{target=h200})' | filecheck %s --check-prefix=GPU
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-image-loop{chunk=1})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-image-loop)' | filecheck %s --check-prefix=CHUNK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-image-loop)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-conv-image-loop)' | filecheck %s --check-prefix=GPU
 
 // A padded 3x3 convolution over a dynamic batch with the bias broadcast into its init (as
 // torch-mlir imports an ONNX Conv): a loop over the images, each image sliced, padded on its

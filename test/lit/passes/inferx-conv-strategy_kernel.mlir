@@ -1,8 +1,8 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512 kernel=false})' | filecheck %s --check-prefix=NOPASS
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' | filecheck %s --check-prefix=NOKERNEL
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-conv-strategy{kernel=false})' | filecheck %s --check-prefix=NOPASS
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy)' | filecheck %s --check-prefix=NOKERNEL
 
 // On a target whose record runs f32 products on our kernel (x86-avx512: Target.f32_kernel), a
 // 3x3 f32 convolution whose channels are off IREE's 16-channel NCHWc blocks stays a convolution

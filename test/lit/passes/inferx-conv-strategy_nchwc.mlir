@@ -1,7 +1,7 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2 algorithms=nchwc,im2col,matmul})' | filecheck %s --check-prefix=AVX2
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni algorithms=im2col,matmul})' | filecheck %s --check-prefix=NONCHWC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-conv-strategy{algorithms=nchwc,im2col,matmul})' | filecheck %s --check-prefix=AVX2
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy{algorithms=im2col,matmul})' | filecheck %s --check-prefix=NONCHWC
 
 // On a target with IREE's NCHWc conv microkernel (AVX-512), a 3x3 f32 convolution whose
 // channel counts are multiples of 16 stays a convolution, marked for IREE's conv data tiling.

@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=ascend910b})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCODEGEN
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-conv-strategy)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=ascend910b},inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCODEGEN
 
 // A dynamic batch: left to IREE (the artifact's static-shape functions get a strategy).
 // CHECK-LABEL: func.func @dynamic_batch(

@@ -1,8 +1,8 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx2})' | filecheck %s --check-prefix=AVX2
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=x86-avx512-vnni algorithms=nchwc,im2col,matmul})' 2>&1 >/dev/null | filecheck %s --check-prefix=UNLISTED
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-conv-strategy{target=h200})' 2>&1 >/dev/null | filecheck %s --check-prefix=CUDA
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-conv-strategy)' | filecheck %s --check-prefix=AVX2
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-conv-strategy{algorithms=nchwc,im2col,matmul})' 2>&1 >/dev/null | filecheck %s --check-prefix=UNLISTED
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-conv-strategy)' 2>&1 >/dev/null | filecheck %s --check-prefix=CUDA
 
 // A 3-channel 7x7 stride-2 stem (ResNet's, odd input size 229): space-to-depth. The input is
 // zero-padded to an even size (230), each 2x2 pixel block becomes 4 channels (expand, transpose,

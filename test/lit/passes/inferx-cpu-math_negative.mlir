@@ -1,5 +1,5 @@
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-cpu-math{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-cpu-math{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK --allow-empty
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-cpu-math)' | filecheck %s
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-cpu-math)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK --allow-empty
 
 // Left alone, without a remark: a division by a value that varies (a softmax's sum), by a
 // constant zero (x / 0 is inf or NaN, not x * inf), f16 arithmetic.

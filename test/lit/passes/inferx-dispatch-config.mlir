@@ -1,7 +1,7 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config)' | filecheck %s --check-prefix=DEFAULT
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=x86-avx2 candidate=1})' | filecheck %s --check-prefix=C1
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=x86-avx2 candidate=2})' | filecheck %s --check-prefix=C2
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=x86-avx512 candidate=1})' | filecheck %s --check-prefix=AVX512
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-dispatch-config)' | filecheck %s --check-prefix=DEFAULT
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-dispatch-config{candidate=1})' | filecheck %s --check-prefix=C1
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-dispatch-config{candidate=2})' | filecheck %s --check-prefix=C2
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-dispatch-config{candidate=1})' | filecheck %s --check-prefix=AVX512
 
 // An im2col-style copy that IREE lowers with DoubleTilingExpert. Without a tuning database
 // IREE keeps its choice; candidate K attaches the K-th distinct rule proposal: the innermost

@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=h200})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{target=h200 rules=false})' | filecheck %s --check-prefix=NORULES
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-dispatch-config)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-dispatch-config)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-dispatch-config{rules=false})' | filecheck %s --check-prefix=NORULES
 
 // An im2col window copy (f32 -> f16) on a CUDA target: whole 56-element rows per workgroup,
 // 8 elements per thread (7 threads a row), 28 rows (196 threads, within 256); every other loop 1.

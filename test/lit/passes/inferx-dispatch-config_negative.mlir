@@ -1,4 +1,4 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-dispatch-config{candidate=1})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-dispatch-config{candidate=1})' | filecheck %s
 
 // IREE chose another pipeline (here the convolution one): the rules do not model it.
 // CHECK-LABEL: hal.executable private @other_pipeline

@@ -1,8 +1,8 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx2})' 2>&1 | filecheck %s --check-prefix=NOAVX512
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512-vnni})' 2>&1 | filecheck %s --check-prefix=NOKERNEL
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-f32-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-f32-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-f32-matmul)' 2>&1 | filecheck %s --check-prefix=NOAVX512
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-f32-matmul)' 2>&1 | filecheck %s --check-prefix=NOKERNEL
 
 // The weight on the left (a convolution as a matmul, w[F, C] x columns[C, pixels]): the
 // weight is packed at load in blocks of 14 rows (the kernel's register tile), 30 rows padded to

@@ -1,9 +1,9 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx2})' 2>&1 | filecheck %s --check-prefix=NOAVX512
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=aarch64})' 2>&1 | filecheck %s --check-prefix=NOAVX512
-// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-f32-matmul{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-f32-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-f32-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-f32-matmul)' 2>&1 | filecheck %s --check-prefix=NOAVX512
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=aarch64},inferx-f32-matmul)' 2>&1 | filecheck %s --check-prefix=NOAVX512
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-f32-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
 
 // Declined, each with its reason: a right-hand operand computed from activations (attention's
 // products), K=257 over 256 with no divisor from 64 to 256 (a prime), f32 activations against an

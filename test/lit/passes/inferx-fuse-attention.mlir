@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200},canonicalize,cse)' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=cpu force=true},canonicalize,cse)' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-fuse-attention,canonicalize,cse)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-fuse-attention{force=true},canonicalize,cse)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-fuse-attention)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
 
 // Scaled dot-product attention as the ONNX importer lowers it (batch_matmul, expand to
 // [batch, heads, seq, seq], x scale, torch-mlir's softmax, collapse, batch_matmul) becomes one

@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=h200})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-fuse-attention{target=cpu})' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-fuse-attention)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-fuse-attention)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-fuse-attention)' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
 
 // On CPU targets the chain stays: IREE's CPU attention is slower than the decomposed form and
 // breaks its data tiling.

@@ -1,8 +1,8 @@
 // REQUIRES: triton
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tile=64x64 split=2})' 2>&1 >/dev/null | filecheck %s --check-prefix=FORCED
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tma=true})' | filecheck %s --check-prefix=TMA
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tile=64x64 split=2})' 2>&1 >/dev/null | filecheck %s --check-prefix=FORCED
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tma=true})' | filecheck %s --check-prefix=TMA
 
 // BERT b8's FFN up projection: a zero-initialized f16 matmul whose 96 tiles of 128x256 make one
 // wave on the H200's 132 SMs (192 of 128x128 would take two). The kernel (sm_90a PTX, embedded) is declared once; the matmul becomes a

@@ -1,9 +1,9 @@
 // REQUIRES: triton
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=a100})' 2>&1 >/dev/null | filecheck %s --check-prefix=AMPERE
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=cpu})' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 split=3})' 2>&1 >/dev/null | filecheck %s --check-prefix=INDIVISIBLE
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=a100},inferx-hopper-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=AMPERE
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-hopper-matmul)' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{split=3})' 2>&1 >/dev/null | filecheck %s --check-prefix=INDIVISIBLE
 
 // AMPERE: remark: inferx-hopper-matmul: declined: target 'a100' (sm_80) is not a Hopper GPU
 // CPU: remark: inferx-hopper-matmul: declined: target 'cpu' ({{.*}}) is not a Hopper GPU

@@ -1,7 +1,7 @@
 // REQUIRES: triton
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tuning-db=%S/Inputs/hopper-tuning-db.json})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tuning-db=%S/Inputs/hopper-tuning-db.json})' | filecheck %s
-// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tuning-db=%S/Inputs/no-such-db.json})' 2>&1 | filecheck %s --check-prefix=MISSING
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tuning-db=%S/Inputs/hopper-tuning-db.json})' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tuning-db=%S/Inputs/hopper-tuning-db.json})' | filecheck %s
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tuning-db=%S/Inputs/no-such-db.json})' 2>&1 | filecheck %s --check-prefix=MISSING
 // MISSING: --tuning-db {{.*}}no-such-db.json: no such file
 
 // Measured configurations (tuning-db=, written by `inferx-compile --tune`) override the tile

@@ -1,5 +1,5 @@
 // REQUIRES: triton
-// RUN: not inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-hopper-matmul{target=h200 tuning-db=%S/Inputs/hopper-tuning-db.json})' 2>&1 | filecheck %s
+// RUN: not inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-hopper-matmul{tuning-db=%S/Inputs/hopper-tuning-db.json})' 2>&1 | filecheck %s
 
 // A configuration the pass cannot spell, on the op or in the database: an error at the op.
 // CHECK: error: {{.*}}inferx-hopper-matmul: inferx.hopper_config on the op: hopper configuration '32x32': expected 'iree', BMxBN or BMxBN:S with BMxBN one of 128x128,

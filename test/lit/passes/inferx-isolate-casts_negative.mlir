@@ -1,5 +1,5 @@
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-isolate-casts{target=cpu})' | filecheck %s
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-isolate-casts{target=cpu})' --verify-diagnostics
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-isolate-casts)' | filecheck %s
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-isolate-casts)' --verify-diagnostics
 // Left alone: the truncation of an argument, of a matmul's epilogue (a contraction is not a
 // normalization), and of a dynamic-shape normalization (a barrier would hide its dims from
 // IREE's shape cleanup).

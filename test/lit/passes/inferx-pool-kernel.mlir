@@ -1,7 +1,7 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx512})' 2>&1 | filecheck %s --check-prefix=NOCC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-pool-kernel)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-pool-kernel)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-pool-kernel)' 2>&1 | filecheck %s --check-prefix=NOCC
 
 // torch-mlir's max pooling (ResNet's stem: 3x3, stride 2, a -inf pad of 1 around H and W, a
 // -inf fill): the unpadded input viewed as [N * C, H * W] planes goes to the kernel's dispatch

@@ -1,4 +1,4 @@
-// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-pool-kernel{target=nosuch})' 2>&1 | filecheck %s --check-prefix=TARGET
+// RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=nosuch},inferx-pool-kernel)' 2>&1 | filecheck %s --check-prefix=TARGET
 // RUN: not inferx-opt %s --pass-pipeline='builtin.module(inferx-pool-kernel{window=3})' 2>&1 | filecheck %s --check-prefix=OPTION
 // TARGET: error: {{.*}}unknown target 'nosuch'; valid targets: {{.*}}x86-avx512
 // OPTION: error: {{.*}}inferx-pool-kernel{{.*}}window

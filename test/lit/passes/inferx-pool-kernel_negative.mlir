@@ -1,7 +1,7 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-pool-kernel{target=x86-avx2})' 2>&1 | filecheck %s --check-prefix=NOAVX512
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-pool-kernel)' | filecheck %s
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-pool-kernel)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-pool-kernel)' 2>&1 | filecheck %s --check-prefix=NOAVX512
 
 // Max poolings the kernel declines, each with its reason: a dynamic batch, f16 values, a
 // dilated window, an init that is not -inf (a max with 0 is a ReLU too: not the kernel's

@@ -1,4 +1,4 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32 matvec-kernel=false})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-quantize-contractions{group-size=32 matvec-kernel=false})' | filecheck %s
 // IREE's weight-only form (our kernel for the matrix-vector rows is off here: inferx-quantize-contractions_matvec.mlir).
 
 // CUDA, int8, one row per sample (an MLP): weight-only. The activations are truncated to f16; the

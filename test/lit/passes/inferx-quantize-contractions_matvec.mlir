@@ -1,9 +1,9 @@
 // REQUIRES: triton
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32})' --verify-diagnostics >/dev/null
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=32 matvec-kernel=false})' 2>&1 >/dev/null | filecheck %s --check-prefix=OFF
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=orin group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=ORIN
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=h200 group-size=24})' 2>&1 >/dev/null | filecheck %s --check-prefix=GROUP24
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-quantize-contractions{group-size=32})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-quantize-contractions{group-size=32})' --verify-diagnostics >/dev/null
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-quantize-contractions{group-size=32 matvec-kernel=false})' 2>&1 >/dev/null | filecheck %s --check-prefix=OFF
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=orin},inferx-quantize-contractions{group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=ORIN
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-quantize-contractions{group-size=24})' 2>&1 >/dev/null | filecheck %s --check-prefix=GROUP24
 
 // CUDA weight-only layers whose rows are not tokens (an MLP's batch): our Triton kernel
 // (passes/support/dequant_matvec.py) reads the stored int8/int4 weight and its f16 scales; IREE's

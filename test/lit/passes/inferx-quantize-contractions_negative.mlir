@@ -1,5 +1,5 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{group-size=32})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{group-size=32})' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-quantize-contractions{group-size=32})' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx2},inferx-quantize-contractions{group-size=32})' --verify-diagnostics
 
 // Not annotated: left alone, without a remark.
 // CHECK-LABEL: func.func @unannotated(

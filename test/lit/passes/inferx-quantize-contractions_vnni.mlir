@@ -1,9 +1,9 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni vnni-kernel=false})' | filecheck %s --check-prefix=OFF
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-amx})' 2>&1 | filecheck %s --check-prefix=AMX
-// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni})' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions{vnni-kernel=false})' | filecheck %s --check-prefix=OFF
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-amx},inferx-quantize-contractions)' 2>&1 | filecheck %s --check-prefix=AMX
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions)' 2>&1 >/dev/null | filecheck %s --check-prefix=NOCC
 
 // On a target with AVX-512 VNNI, a static int8 product runs on our u8 x s8 kernel: the
 // activations are quantized as before plus 128 (u8 in [0, 255]), the int8 weight is packed for
@@ -106,9 +106,9 @@ func.func @dynamic_narrow_odd(%x: tensor<?x64xf32>, %w: tensor<64x32xf32> {infer
 // K=64 and leaves this product alone): the u8s4 kernel reads the int4 weight as stored, packed at load two k-quads to a byte ([N/16][K/8][16][4]: low nibble k = 8j + q, high
 // nibble k = 8j + 4 + q), and sums each group in s32 scaled by its f32 scale; the correction is
 // sum_g s[g, n] * sum_k w[g, k, n] (at load) times the zero point + 128.
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=32})' 2>/dev/null | filecheck %s --check-prefix=INT4
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-quantize-contractions{target=x86-avx512-vnni group-size=4})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-G4
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions{group-size=32})' 2>/dev/null | filecheck %s --check-prefix=INT4
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions{group-size=32})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512-vnni},inferx-quantize-contractions{group-size=4})' 2>&1 >/dev/null | filecheck %s --check-prefix=INT4-G4
 // INT4-REMARK: remark: inferx-quantize-contractions: int4: 64x32 weight 'g.w' stored as int4g32, u8 activations, int4 read as stored, group sums by the VNNI kernel (u8 x s4)
 // INT4-G4: remark: inferx-quantize-contractions: int4: 64x32 weight 'g.w' stored as int4g4, requantized to int8 at load, u8 activations, s32 sums by the VNNI kernel (u8 x s8)
 // INT4-DAG:    #[[LOW:.+]] = affine_map<(d0, d1, d2, d3) -> (d1 * 8 + d3, d0 * 16 + d2)>

@@ -1,7 +1,7 @@
 // REQUIRES: c-compiler
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-softmax-kernel{target=x86-avx512})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-softmax-kernel{target=x86-avx512})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-softmax-kernel{target=x86-avx512})' 2>&1 | filecheck %s --check-prefix=NOCC
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-softmax-kernel)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-softmax-kernel)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: env CC=/nonexistent/cc inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=x86-avx512},inferx-softmax-kernel)' 2>&1 | filecheck %s --check-prefix=NOCC
 
 #x = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
 #row = affine_map<(d0, d1, d2) -> (d0, d1)>

@@ -1,6 +1,6 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=h200})' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=cpu split=2})' | filecheck %s --check-prefix=FORCED
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-split-reduction)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-split-reduction)' 2>&1 >/dev/null | filecheck %s --check-prefix=REMARK
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-split-reduction{split=2})' | filecheck %s --check-prefix=FORCED
 
 // BERT's FFN down projection at batch 1, fp16: a 128x768 output is 24 tiles for the H200's 132
 // SMs, so the 3072-long reduction is split 16 ways: the operands only reshaped, a batched

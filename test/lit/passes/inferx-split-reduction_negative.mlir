@@ -1,7 +1,7 @@
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=h200})' | filecheck %s
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=h200})' --verify-diagnostics
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=cpu})' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
-// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-split-reduction{target=h200 split=5})' 2>&1 >/dev/null | filecheck %s --check-prefix=INDIVISIBLE
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-split-reduction)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-split-reduction)' --verify-diagnostics
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=cpu},inferx-split-reduction)' 2>&1 >/dev/null | filecheck %s --check-prefix=CPU
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h200},inferx-split-reduction{split=5})' 2>&1 >/dev/null | filecheck %s --check-prefix=INDIVISIBLE
 
 // CPU: remark: inferx-split-reduction: declined: target 'cpu' (llvm-cpu): split-K is for GPUs
 // INDIVISIBLE: remark: inferx-split-reduction: declined: reduction 3072 is not divisible by split=5
