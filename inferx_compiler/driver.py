@@ -129,6 +129,7 @@ def compile_model(frontend: Frontend, build: Build, log: BuildLog) -> CompileRes
     """The one build loop every frontend goes through: import, the target record on the module,
     the precision plan and measured knobs, lowering, the static-shape functions, then IREE."""
     emit = build.request.emit
+    _warn_without_kernels(build, log)
     ctx = new_graph_context()
     with ctx:
         model = frontend.import_module(ctx, log)
@@ -141,6 +142,19 @@ def compile_model(frontend: Frontend, build: Build, log: BuildLog) -> CompileRes
         frontend.lower(model, log)
         specs = _add_static_functions(frontend, model, build, log)
     return compile_linalg(model, ctx, build, log, specs)
+
+
+def _warn_without_kernels(build: Build, log: BuildLog) -> None:
+    """Say on the console, not only in the report's remarks, when a build for a Hopper target
+    cannot compile its sm_90a kernels (no `hopper` extra): its matmuls get IREE's sm_80 code."""
+    if not build.applies("inferx-hopper-matmul"):
+        return
+    from inferx_compiler.kernels import triton_matmul
+
+    why = triton_matmul.available()
+    if why:
+        log.warn(f"--target {build.target.name}: {why}; the f16/bf16 matmuls fall back to IREE's sm_80 code "
+                 f"(slower on Hopper)")
 
 
 def _add_static_functions(frontend: Frontend, model: ImportedModel, build: Build,

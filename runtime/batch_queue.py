@@ -53,12 +53,13 @@ class BatchingConfig:
     preferred_batch_sizes: tuple[int, ...] = ()
     max_queue_size: int = 4096
     default_timeout_s: Optional[float] = None
-    # The interpreter's thread switch interval while a batcher runs (None: leave it); see
-    # interpreter.py. Python's default (5 ms) delays the batch thread's return from the device.
-    switch_interval_us: Optional[int] = 50
-    # Collect garbage less often while serving (None: leave the collector alone); see
-    # interpreter.py: with default thresholds full collections stretched p99 2.5x.
-    gc_threshold: Optional[int] = 50_000
+    # The interpreter's thread switch interval while a batcher runs (None: leave it, the default:
+    # a library leaves the process alone; inferx-serve opts in, see interpreter.py). Python's
+    # default (5 ms) delays the batch thread's return from the device.
+    switch_interval_us: Optional[int] = None
+    # Collect garbage less often while serving (None: leave the collector alone, the default;
+    # inferx-serve opts in): with default thresholds full collections stretched p99 2.5x.
+    gc_threshold: Optional[int] = None
     # Batches in flight: with 2, while one runs on the device the next is formed and its rows
     # are written into a second set of input buffers, so a GPU waits for no Python work. None:
     # 2 on GPUs, 1 on CPUs (there the "device" is the same cores the Python threads run on).

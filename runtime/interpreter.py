@@ -1,6 +1,9 @@
-"""Process-wide interpreter settings for serving, applied when a batcher starts its threads.
+"""Process-wide interpreter settings for serving: opt-in, never a library default.
 
-Both only ever make the interpreter friendlier to serving and never undo a stricter setting:
+`inferx-serve` applies them once its models are loaded (SERVING_SWITCH_INTERVAL_US,
+SERVING_GC_THRESHOLD); a program that embeds the runtime opts in with `tune_for_serving()` or a
+BatchingConfig that names them (the batcher applies them when it starts its threads). Both only
+ever make the interpreter friendlier to serving and never undo a stricter setting:
 
   * the thread switch interval: Python's default (5 ms) lets a busy client or completion
     thread hold the interpreter lock for up to 5 ms after a batch returns from the device;
@@ -20,6 +23,9 @@ import gc
 import sys
 import threading
 from typing import Optional
+
+SERVING_SWITCH_INTERVAL_US = 50
+SERVING_GC_THRESHOLD = 50_000
 
 _lock = threading.Lock()
 _frozen = False

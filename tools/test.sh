@@ -16,4 +16,5 @@ inferx-licenses --extra test --extra hopper
 lit -v test/lit
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module fixtures
 # are built once.
-pytest -q -n auto --dist loadfile test/e2e "$@"
+# -rs: every skipped test, counted and with its reason, at the end (which host features a run lacked)
+pytest -q -rs -n auto --dist loadfile test/e2e "$@"

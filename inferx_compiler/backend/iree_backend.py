@@ -11,7 +11,6 @@ are written to a temporary folder for the compile, and into the reproducer's fol
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import tempfile
@@ -33,17 +32,6 @@ class IreeResult:
     dispatches: list[dict] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)  # what the passes decided, op by op
     parameter_keys: list[str] | None = None  # what the module reads from the archive (None: unknown)
-
-
-def _phase_setters():
-    from iree.compiler.api import ctypes_dl
-
-    lib = ctypes_dl._dylib  # initialized by the first Session
-
-    for fn in (lib.ireeCompilerInvocationSetCompileToPhase, lib.ireeCompilerInvocationSetCompileFromPhase):
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-        fn.restype = None
-    return lib.ireeCompilerInvocationSetCompileToPhase, lib.ireeCompilerInvocationSetCompileFromPhase
 
 
 class _Compiler:
@@ -93,14 +81,12 @@ class _Compiler:
     def run_phases(self, module_op, *, compile_from: str | None, compile_to: str | None, stage: str):
         from inferx_compiler.mlir_contexts import module_to_bytecode
 
-        set_to, set_from = _phase_setters()
+        from inferx_compiler.internals import set_compile_phases
+
         saved = module_to_bytecode(module_op)
         inv = self.session.invocation()
         inv.import_module(module_op)
-        if compile_to:
-            set_to(inv._inv_p, compile_to.encode())
-        if compile_from:
-            set_from(inv._inv_p, compile_from.encode())
+        set_compile_phases(inv, compile_to, compile_from)
         self.diagnostics.clear()
         self.error_locations.clear()
         self.error_messages.clear()

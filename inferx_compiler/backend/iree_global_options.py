@@ -4,8 +4,8 @@ IREE 3.13 registers a few options only with LLVM's global command line: a compil
 `Session` answers `option not found` for them (`Session.set_flags`), while `iree-compile`
 accepts them. They can be set once per process through the embedding API's
 `ireeCompilerSetupGlobalCL`, which the Python package exposes only as the private
-`iree.compiler.api._initializeGlobalCL`. This module is the one place that reaches for it
-(checked against iree-base-compiler 3.13.0).
+`iree.compiler.api._initializeGlobalCL` (reached through inferx_compiler/internals.py, which
+checks the version it was written for).
 
 Global options stick for the life of the process, and IREE takes them once per process.
 `apply()` sets them on the first build and refuses a different value (or a new option) later;
@@ -80,9 +80,9 @@ def apply(flags: list[str]) -> None:
         fresh = [f for f in flags if option_name(f) not in _applied]
         if not fresh:
             return
-        from iree.compiler.api import _initializeGlobalCL
+        from inferx_compiler.internals import initialize_global_options
 
-        _initializeGlobalCL("inferx-compile", *fresh)
+        initialize_global_options("inferx-compile", *fresh)
         for name, values in wanted.items():
             _applied.setdefault(name, values)
 

@@ -101,11 +101,15 @@ def _serving_line(names: str, url: str, grpc_address, workers: int = 1) -> str:
 
 def _server(args, port: int, grpc_port, **shared):
     from inferx_compiler.errors import InputValidationError
+    from inferx_compiler.runtime.interpreter import SERVING_GC_THRESHOLD, SERVING_SWITCH_INTERVAL_US, tune_for_serving
     from inferx_compiler.runtime.repository import ModelRepository
     from inferx_compiler.runtime.server import InferenceServer
 
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
+    # the server's process is ours: a short thread switch interval and a collector that skips
+    # what was loaded (runtime/interpreter.py; a library user's process is left alone)
+    tune_for_serving(SERVING_SWITCH_INTERVAL_US, SERVING_GC_THRESHOLD)
     try:
         return InferenceServer(repository, host=args.host, port=port, grpc_port=grpc_port,
                                max_body_bytes=int(args.max_body_mb * (1 << 20)), read_timeout_s=args.read_timeout_s,

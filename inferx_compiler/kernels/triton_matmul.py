@@ -559,18 +559,16 @@ def _compile(spec, function, signature: dict, constants_: dict) -> CompiledKerne
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from inferx_compiler.internals import triton_without_line_info
+
     # IREE's bindings are at least 16-byte aligned (HAL buffer offsets), which lets Triton vectorize
     pointers = [i for i, name in enumerate(signature) if signature[name].startswith("*")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in pointers}
     source = ASTSource(fn=function, signature=signature, constexprs=constants_, attrs=attrs)
     # no line info: the PTX would name this file's path, and the artifact must not depend on it
-    knobs = triton.knobs.compilation
-    saved, knobs.disable_line_info = knobs.disable_line_info, True
-    try:
+    with triton_without_line_info():
         compiled = triton.compile(source, target=GPUTarget("cuda", spec.arch, 32),
                                   options=compile_options(spec))
-    finally:
-        knobs.disable_line_info = saved
     ptx = compiled.asm["ptx"]
     programs = spec.grid[0] * spec.grid[1] * spec.grid[2] * compiled.metadata.num_ctas
     scratch = tuple(max(16, programs * size) for size in (compiled.metadata.global_scratch_size,

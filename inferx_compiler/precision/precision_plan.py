@@ -104,10 +104,15 @@ class PrecisionPlan:
         return format_table(self)
 
 
+def stored_sensitivity(value: float) -> float:
+    """A measured sensitivity as the plan file stores it (4 significant digits)."""
+    return float(f"{value:.4g}")
+
+
 def _layer_json(layer: Layer, group_size: int) -> dict:
     d = asdict(layer)
     d["outlier_ratio"] = round(float(layer.outlier_ratio), 3)
-    d["sensitivity"] = {k: float(f"{v:.4g}") for k, v in sorted(layer.sensitivity.items())}
+    d["sensitivity"] = {k: stored_sensitivity(v) for k, v in sorted(layer.sensitivity.items())}
     d["bytes_fp32"] = layer.bytes_at("fp32", group_size)
     d["bytes"] = layer.bytes_at(layer.precision, group_size)
     return d
@@ -265,7 +270,10 @@ def format_table(plan: PrecisionPlan) -> str:
         "".join(f"{'err@' + p:>11s}" for p in shown) + f" {'MiB fp32':>9s} {'MiB':>8s}"
     rows = [head, "-" * len(head)]
     for l in plan.layers:
-        sens = "".join(f"{l.sensitivity[p]:11.2e}" if p in l.sensitivity else f"{'-':>11s}" for p in shown)
+        # printed from the stored value (4 digits), so that a replayed plan prints the same table:
+        # rounding the measured value to 3 digits can differ from rounding its 4-digit form
+        sens = "".join(f"{stored_sensitivity(l.sensitivity[p]):11.2e}" if p in l.sensitivity else f"{'-':>11s}"
+                       for p in shown)
         chan = f"{l.activation['channel_outlier']:7.1f}" if "channel_outlier" in l.activation else f"{'-':>7s}"
         rows.append(f"{l.layer[:28]:28s} {l.op:6s} {'x'.join(map(str, l.shape)):>12s} {l.outlier_ratio:9.1f} "
                     f"{chan} {l.precision:9s} {sens} "
@@ -284,16 +292,29 @@ def format_table(plan: PrecisionPlan) -> str:
     return "\n".join(rows)
 
 
+CHART_COLOURS = {"fp32": "#4c72b0", "bf16": "#55a868", "fp16": "#8fd18f", "int8": "#dd8452", "int4": "#c44e52"}
+
+
 def write_chart(plan: PrecisionPlan, path: str) -> None:
     """A PNG: per layer, its precision (bar colour, weight bits as height) and sensitivity."""
+    fig = chart_figure(plan)
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def chart_figure(plan: PrecisionPlan):
+    """The plan's chart as a matplotlib Figure (write_chart saves it)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
     except ImportError:
         raise PrecisionError("--plan-chart needs matplotlib: pip install 'inferx-compiler[plot]'") from None
-    colours = {"fp32": "#4c72b0", "bf16": "#55a868", "fp16": "#8fd18f", "int8": "#dd8452", "int4": "#c44e52"}
+    colours = CHART_COLOURS
     n = len(plan.layers)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6, 0.22 * n + 2), 6), sharex=True)
     xs = list(range(n))
@@ -301,10 +322,10 @@ def write_chart(plan: PrecisionPlan, path: str) -> None:
             color=[colours[l.precision] for l in plan.layers])
     top.set_ylabel("weight bits")
     top.set_title(f"precision plan ({plan.mode}, target {plan.target})")
-    for p, c in colours.items():
-        if p in plan.precisions():
-            top.bar([], [], color=c, label=p)
-    top.legend(loc="upper right", fontsize=8)
+    # one patch per precision in the plan, in its bars' colour (handles taken from empty bars
+    # carried no colour: every entry showed the default blue)
+    top.legend(handles=[Patch(facecolor=c, label=p) for p, c in colours.items() if p in plan.precisions()],
+               loc="upper right", fontsize=8)
     shown = sorted({p for l in plan.layers for p in l.sensitivity})
     for p in shown:
         bottom.semilogy(xs, [max(l.sensitivity.get(p, np.nan), 1e-9) for l in plan.layers], "o-",
@@ -320,5 +341,4 @@ def write_chart(plan: PrecisionPlan, path: str) -> None:
     bottom.set_xticks(xs)
     bottom.set_xticklabels([l.layer for l in plan.layers], rotation=90, fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

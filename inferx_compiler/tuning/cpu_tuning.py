@@ -23,6 +23,7 @@ machine must run the code.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tempfile
@@ -62,6 +63,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
     base = dataclasses.replace(options, tuning_db=None, tuning_candidate=0, measure_buckets=False)
     workdir = tempfile.mkdtemp(prefix="inferx-tune-")
     db = tuning_db.load_or_empty(db_path)
+    as_read = copy.deepcopy(db)
 
     builds = {dt: _build(model_path, dataclasses.replace(base, data_tiling=dt), workdir, f"dt-{dt}")
               for dt in (True, False)}
@@ -109,7 +111,7 @@ def tune(model_path: str, options, log: BuildLog, db_path: str) -> dict:
         model_entry["matmul_tile_bytes"] = chosen.matmul_tile_bytes
         model_entry["tile_bytes_ms"] = {str(b): round(v, 4) for b, v in budget_ms.items()}
     tuning_db.record_model(db, key, model_sha, model_entry)
-    tuning_db.save(db, db_path)
+    tuning_db.save_changes(db_path, as_read, db)
     log.step(f"tune: {progress_bar(STEPS, STEPS)} {ms[data_tiling]:.3f} -> {tuned_ms:.3f} ms per call of the static "
              f"functions ({threads} thread(s)); database {db_path}")
     return {"data_tiling": data_tiling, "ms": ms, "matmul_tile_bytes": chosen.matmul_tile_bytes,

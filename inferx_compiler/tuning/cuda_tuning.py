@@ -35,6 +35,7 @@ builds with the database. Elsewhere: `inferx-compile M --target h200 --tune-prep
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -309,8 +310,9 @@ def measure_into(directory: str, db_path: str, log: BuildLog, device_uri: str = 
     index = _load_index(directory, None)
     records = measure(directory, log, device_uri)
     db = tuning_db.load_or_empty(db_path)
+    as_read = copy.deepcopy(db)
     changed = record(db, index["target_key"], records)
-    tuning_db.save(db, db_path)
+    db = tuning_db.save_changes(db_path, as_read, db)
     if not log.quiet:
         print(format_table(db, index["target_key"], [r["signature"] for r in records]))
     log.step(f"tune: {len(records)} form(s) measured, {len(changed)} differ from the rule's pick; "
@@ -348,6 +350,7 @@ def guard(model_path: str, options, log: BuildLog, db_path: str, workdir: str, c
     ms = timer(builds)
     kept = ms["tuned"] <= (1 - MIN_GAIN_E2E) * ms["rule"]
     db = tuning_db.load(db_path)
+    as_read = copy.deepcopy(db)
     key = tuning_db.target_key(resolve_build(options).target)
     _, model_sha = load_model(model_path)
     tuning_db.record_model(db, key, model_sha, {"hopper_rule_ms": round(ms["rule"], 4),
@@ -357,7 +360,7 @@ def guard(model_path: str, options, log: BuildLog, db_path: str, workdir: str, c
             entry = tuning_db.lookup(db, key, sig)
             entry.update(config=entry["rule"], us=entry["rule_us"],
                          guard=f"not faster end to end ({ms['tuned']:.3f} vs {ms['rule']:.3f} ms)")
-    tuning_db.save(db, db_path)
+    tuning_db.save_changes(db_path, as_read, db)
     log.step(f"tune: end to end {ms['rule']:.3f} ms with the rule's tiles, {ms['tuned']:.3f} with the measured "
              f"ones: {'kept' if kept else 'the rule kept'}")
     return kept

@@ -73,6 +73,29 @@ def load_or_empty(path: str) -> dict:
     return load(path) if os.path.exists(path) else empty()
 
 
+def save_changes(path: str, before: dict, after: dict) -> dict:
+    """Write to the database at `path` the entries `after` (a tuner's copy) changed since
+    `before` (its copy as first read), under an exclusive lock on `path`.lock, over what the file
+    holds now: two tuners that share a database (two models tuned at once) both keep their
+    entries, where a plain read-modify-write lost the first one's. Returns the merged database."""
+    import fcntl
+
+    with open(path + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            merged = load_or_empty(path)
+            for table in ("entries", "models"):
+                for key, rows in after.get(table, {}).items():
+                    old = before.get(table, {}).get(key, {})
+                    for name, entry in rows.items():
+                        if old.get(name) != entry:
+                            merged.setdefault(table, {}).setdefault(key, {})[name] = entry
+            save(merged, path)
+            return merged
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def save(db: dict, path: str) -> None:
     tmp = path + ".partial"
     with open(tmp, "w") as f:

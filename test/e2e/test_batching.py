@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -347,3 +349,30 @@ def test_instances_with_many_threads():
     assert not doubled_by_clients(b, clients=16, each=80)
     assert b.stats.requests == 16 * 80 and b.stats.rows == 16 * 80
     assert all(n > 0 for n in ran), ran
+
+
+_PROCESS_STATE = """
+import gc, sys
+from inferx_compiler.runtime.batching import BatchingConfig, DynamicBatcher
+from inferx_compiler.runtime.interpreter import tune_for_serving
+from inferx_compiler.tensor_spec import TensorSpec
+
+def state():
+    return sys.getswitchinterval(), gc.get_threshold(), gc.get_freeze_count() > 0
+
+before = state()
+b = DynamicBatcher(lambda feeds: {"y": feeds["x"]}, [TensorSpec("x", "float32", ("N", 4))])
+b.close()
+print(before == state())
+tune_for_serving(50, 50_000)  # what inferx-serve opts in to
+after = state()
+print(abs(after[0] - 50e-6) < 2e-6, after[1][0] == 50_000, after[2])
+"""
+
+
+def test_a_batcher_leaves_the_process_alone_unless_asked():
+    """A library user's process keeps its GC and thread switch settings; inferx-serve opts in
+    (in a child interpreter: the test process's own settings are whatever earlier tests left)."""
+    out = subprocess.run([sys.executable, "-c", _PROCESS_STATE], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True", "True"]

@@ -182,3 +182,14 @@ def test_weight_only_int8_layers_keep_irees_fused_dequantization(tmp_path):
               if d["pass"] == "inferx-hopper-matmul" and d["function"] == "main$b64"]
     assert static and all(d.startswith("declined: an operand is dequantized from integers") for d in static), static
     assert b"sm_90a" not in _member(artifact, "module.vmfb")
+
+
+def test_without_triton_an_h200_build_says_so_on_the_console(tmp_path, monkeypatch, capfd):
+    """The fallback to IREE's sm_80 code is printed, not only recorded among the remarks."""
+    monkeypatch.setattr(triton_matmul, "available", lambda: "Triton is not installed (test)")
+    monkeypatch.setenv("INFERX_CLI_CHILD", "1")  # build in this process, where the patch is
+    path = save(mlp(), tmp_path / "mlp.onnx")
+    assert compile_main([path, "--target", "h200", "--precision", "fp16", "--emit", "linalg",
+                         "-o", str(tmp_path / "m.mlir")]) == 0
+    err = capfd.readouterr().err
+    assert "warning: --target h200: Triton is not installed (test); the f16/bf16 matmuls fall back" in err

@@ -31,8 +31,10 @@ class Model:
         self.fail_on = fail_on
         self.rows: list[int] = []
         self.threads: list[int] = []
+        self.started = threading.Event()  # set as the first batch starts
 
     def __call__(self, feeds):
+        self.started.set()
         x = feeds["x"]
         self.rows.append(x.shape[0])
         self.threads.append(threading.get_ident())
@@ -164,9 +166,11 @@ def test_a_batch_bigger_than_the_measured_one_runs_in_a_thread():
 
 def test_timeout_while_the_only_slot_is_busy():
     async def main():
-        lb = loop_batcher(Model(seconds=0.2), cheap=False, max_batch_size=1)
+        model = Model(seconds=0.2)
+        lb = loop_batcher(model, cheap=False, max_batch_size=1)
         first = asyncio.create_task(lb.infer(req(1.0)))
-        await asyncio.sleep(0.02)  # the first batch runs now, in the only slot
+        # the first batch runs now, in the only slot (its thread says so; the loop keeps running)
+        assert await asyncio.get_running_loop().run_in_executor(None, model.started.wait, 30)
         with pytest.raises(RequestTimeoutError):
             await lb.infer(req(2.0), timeout_s=0.01)
         assert (await first)["y"][0, 0] == 2.0

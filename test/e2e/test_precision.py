@@ -219,3 +219,33 @@ def test_quantizers_round_trip_and_pack_as_iree_reads_i4():
     assert q.parse_key("plain.weight") is None
     err = np.linalg.norm(q.fake_quantize(w, q.WeightScheme("int8")) - w) / np.linalg.norm(w)
     assert 1e-4 < err < 1e-2
+
+
+def test_a_replayed_plan_prints_the_same_table():
+    """A sensitivity whose 3-digit rounding differs from the 3-digit rounding of its stored
+    4-digit form (0.100450001 -> 1.00e-01, but stored 0.1005 -> 1.01e-01): the table is printed
+    from the stored value, so a build and its replay write the same report."""
+    from inferx_compiler.precision.precision_plan import Layer, PrecisionPlan, format_table, stored_sensitivity
+
+    def plan(value):
+        layer = Layer("fc0", "MatMul", "w0", [64, 64], "int8", sensitivity={"int8": value})
+        return PrecisionPlan(mode="auto", target="cpu", layers=[layer])
+
+    measured = 0.100450001
+    assert f"{measured:.2e}" != f"{stored_sensitivity(measured):.2e}"  # the case this is about
+    assert format_table(plan(measured)) == format_table(plan(stored_sensitivity(measured)))
+
+
+def test_plan_chart_legend_has_each_precisions_colour(tmp_path):
+    """Each legend entry is drawn in its precision's bar colour (it showed every entry blue)."""
+    from matplotlib.colors import to_hex
+
+    from inferx_compiler.precision.precision_plan import CHART_COLOURS, Layer, PrecisionPlan, chart_figure
+
+    layers = [Layer("fc0", "MatMul", "w0", [64, 64], "int8"), Layer("fc1", "MatMul", "w1", [64, 64], "fp32"),
+              Layer("fc2", "MatMul", "w2", [64, 64], "int4")]
+    fig = chart_figure(PrecisionPlan(mode="auto", target="cpu", layers=layers))
+    legend = fig.axes[0].get_legend()
+    entries = {text.get_text(): to_hex(handle.get_facecolor()) for text, handle in
+               zip(legend.get_texts(), legend.legend_handles)}
+    assert entries == {p: CHART_COLOURS[p] for p in ("fp32", "int8", "int4")}

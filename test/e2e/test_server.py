@@ -46,6 +46,7 @@ class PyModel:
     def __init__(self, max_batch_size: int = 4, max_queue_size: int = 4096):
         self.gate = threading.Event()
         self.gate.set()
+        self.entered = threading.Semaphore(0)  # released as each batch starts running
         self.inputs = [TensorSpec("x", "float32", ("batch", "seq"))]
         self.outputs = [TensorSpec("y", "float32", ("batch", "seq"))]
         config = BatchingConfig(max_batch_size=max_batch_size, max_queue_delay_us=500, max_queue_size=max_queue_size)
@@ -56,6 +57,7 @@ class PyModel:
         self.artifact = "python"
 
     def _run(self, feeds: dict) -> dict:
+        self.entered.release()
         self.gate.wait(60)
         x = feeds["x"]
         if (x == 666).any():
@@ -65,6 +67,10 @@ class PyModel:
     def close(self) -> None:
         self.gate.set()
         self.scheduler.close()
+
+    def wait_running(self) -> None:
+        """Until a batch has started (and, with the gate clear, is held)."""
+        assert self.entered.acquire(timeout=30), "no batch started"
 
 
 @pytest.fixture(scope="module")
@@ -475,6 +481,33 @@ def _py_request(conn, model="py", value=1.0, timeout_us=None):
     return r.status, json.loads(r.read())
 
 
+def wait_until(condition, what: str, timeout_s: float = 30) -> None:
+    """Until `condition()` holds (polled: what it reads has no event to wait on); fails after
+    `timeout_s` naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.002)
+
+
+def _in_flight(server, model: str) -> int:
+    return int(metric_samples(server.url).get(("inference_in_flight", (("model", model),)), 0))
+
+
+def _refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+def _drain(semaphore) -> None:
+    """Forget the batches that started before this test."""
+    while semaphore.acquire(blocking=False):
+        pass
+
+
 def _hold(server, model, results, **kw):
     """A request from its own connection, in a thread; its (status, body) lands in `results`."""
     def run():
@@ -492,11 +525,12 @@ def test_failing_batch_answers_500_to_its_own_requests_only(server):
     assert _py_request(conn, value=3.0) == (200, {"model_name": "py", "model_version": "1", "outputs": [
         {"name": "y", "datatype": "FP32", "shape": [1, 2], "data": [6.0, 6.0]}]})
     server.py.gate.clear()  # one poisoned request, then good ones queued behind it in other batches
+    _drain(server.py.entered)
     results = []
     threads = [_hold(server, "py", results, value=666.0)]
-    time.sleep(0.3)
+    server.py.wait_running()
     threads += [_hold(server, "py", results, value=1.0) for _ in range(3)]
-    time.sleep(0.3)
+    wait_until(lambda: _in_flight(server, "py") == 4, "the three good requests received")
     server.py.gate.set()
     for t in threads:
         t.join()
@@ -523,11 +557,12 @@ def test_queue_full_answers_503(server):
     pyq = server.pyq
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     pyq.gate.clear()
+    _drain(pyq.entered)
     results = []
     threads = [_hold(server, "pyq", results)]
-    time.sleep(0.3)  # the first runs (held)
+    pyq.wait_running()  # the first runs (held)
     threads.append(_hold(server, "pyq", results))
-    time.sleep(0.3)  # the second waits in the queue: it is full
+    wait_until(lambda: _in_flight(server, "pyq") == 2, "the second request queued")  # the queue is full
     status, body = _py_request(conn, "pyq")
     assert status == 503 and "queue full (1 requests waiting)" in body["error"]
     client = grpcclient.InferenceServerClient(server.grpc_address)
@@ -553,11 +588,13 @@ def test_queue_timeout_answers_504(server):
     py = server.py
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     py.gate.clear()
+    _drain(py.entered)
     results = []
     threads = [_hold(server, "py", results)]
-    time.sleep(0.3)
-    threads.append(_hold(server, "py", results, timeout_us=50_000))
-    time.sleep(0.3)
+    py.wait_running()
+    threads.append(_hold(server, "py", results, timeout_us=1))  # past its timeout once it is received
+    # (it may be answered at once, or wait for the first to finish: past its timeout either way)
+    wait_until(lambda: _in_flight(server, "py") == 2 or results, "the second request received")
     py.gate.set()
     for t in threads:
         t.join()
@@ -658,13 +695,13 @@ def test_shutdown_drains_in_flight_requests():
     threads += [threading.Thread(target=grpc_client, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
-    time.sleep(0.5)
+    # all six received: one batch held in the model, the others queued behind it
+    wait_until(lambda: _in_flight(srv, "py") == 6, "six requests in flight")
     stopper = threading.Thread(target=srv.shutdown)
     stopper.start()
-    time.sleep(0.5)
-    assert srv.core.draining and not srv.core.ready()
-    with pytest.raises(OSError):
-        socket.create_connection(("127.0.0.1", srv.port), timeout=2).close()
+    wait_until(lambda: srv.core.draining, "the server draining")
+    assert not srv.core.ready()
+    wait_until(lambda: _refused(srv.port), "the listener closed")
     py.gate.set()
     for t in threads:
         t.join(30)

@@ -171,3 +171,29 @@ def test_tune_keeps_the_faster_matmul_tile_budget(tmp_path, monkeypatch, wider_w
     again = str(tmp_path / "again.ixa")
     assert compile_main([onnx_path, "--target", "cpu", "--tuning-db", db_path, "-o", again, "-q"]) == 0
     assert open(again, "rb").read() == open(out, "rb").read()
+
+
+def test_two_tuners_sharing_a_database_both_keep_their_entries(tmp_path):
+    """Each tuner reads the database, measures for minutes, then writes: only what it changed,
+    over what the file holds by then (it used to write back its whole copy, dropping the entries
+    another tuner had written meanwhile)."""
+    import copy
+
+    from inferx_compiler.tuning import tuning_db
+
+    path = str(tmp_path / "db.json")
+    tuning_db.record(first := tuning_db.empty(), "cpu-key", "shared", {"config": "a"})
+    tuning_db.save(first, path)
+    a, b = tuning_db.load(path), tuning_db.load(path)  # both start from the same file
+    a0, b0 = copy.deepcopy(a), copy.deepcopy(b)
+    tuning_db.record(a, "cpu-key", "matmul-a", {"config": "from a"})
+    tuning_db.record_model(a, "cpu-key", "model-a", {"data_tiling": True})
+    tuning_db.record(b, "cpu-key", "matmul-b", {"config": "from b"})
+    tuning_db.record(b, "cpu-key", "shared", {"config": "b measured again"})
+    tuning_db.save_changes(path, a0, a)
+    tuning_db.save_changes(path, b0, b)
+    merged = tuning_db.load(path)
+    assert tuning_db.lookup(merged, "cpu-key", "matmul-a") == {"config": "from a"}
+    assert tuning_db.lookup(merged, "cpu-key", "matmul-b") == {"config": "from b"}
+    assert tuning_db.lookup(merged, "cpu-key", "shared") == {"config": "b measured again"}
+    assert tuning_db.lookup_model(merged, "cpu-key", "model-a") == {"data_tiling": True}
