@@ -20,7 +20,7 @@ from inferx_compiler.build import Build
 from inferx_compiler.frontend import graph_lowering
 from inferx_compiler.passes.infra.build_files import TUNING_DB_FILE
 from inferx_compiler.passes.infra.registry import get_pass_class
-from inferx_compiler.targets import MATMUL_TILE_BYTES_OPTION
+from inferx_compiler.targets import AGGRESSIVE_FUSION_FLAG, MATMUL_TILE_BYTES_OPTION
 
 # IREE demotes f64 to f32 by default; a model that computes in float64 keeps it.
 # (Only then: lowerings introduce f64 scalars of their own that IREE's constant
@@ -105,6 +105,11 @@ def iree_flags(build: Build) -> list[str]:
         decisions.append(f"--iree-preprocessing-pass-pipeline={PREPROCESSING_PIPELINE}")
     overridden = {option_name(f) for f in options.extra_iree_flags}
     flags = [f for f in target.iree_flags() + opt_level_flags(build) if option_name(f) not in overridden]
+    if build.source == "llm":
+        # IREE 3.13's dispatch creation with aggressive fusion does not finish on the device
+        # sampler's chain of reductions (frontend/llm/decoder.py: > 60 s for a 320-token vocabulary,
+        # 3 s without it)
+        flags = [f for f in flags if f != AGGRESSIVE_FUSION_FLAG]
     if build.data_tiling is not None:
         flags = _with_flag(flags, "--iree-opt-data-tiling", "true" if build.data_tiling else "false")
     forced_tiles = build.matmul_tile_bytes is not None and target.backend == "llvm-cpu"

@@ -54,6 +54,7 @@ class CompileResult:
     decisions: list = field(default_factory=list)
     plan: object = None  # the PrecisionPlan the build used
     build: Optional[Build] = None  # what the build derived from its request
+    members: dict = field(default_factory=dict)  # further artifact members (a tokenizer)
 
 
 def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
@@ -112,6 +113,23 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
     result = compile_model(TorchFrontend(module, tuple(example_inputs), dynamic_shapes), build, log)
     write_result(result, output)
     return result.manifest
+
+
+def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog) -> CompileResult:
+    """A generation model (a Hugging Face folder or a GGUF file, frontend/llm/) into prefill and
+    decode entry points over a KV cache that the device keeps and every call writes in place.
+    `shapes`: frontend.llm.frontend.GenerationShapes (chunk lengths, batch sizes, cache rows)."""
+    from inferx_compiler.frontend.llm.frontend import LlmFrontend
+    from inferx_compiler.frontend.llm.source import open_source
+    from inferx_compiler.precision.precision_plan import PrecisionError
+
+    build = resolve_build(options, source="llm")
+    if build.uses_plan or options.precision not in ("fp32",):
+        raise PrecisionError(f"--precision {options.precision}: generation models build at fp32 so far "
+                             f"(fp16/bf16 and weight-only int8/int4 are not wired to the LLM path yet)")
+    log.step(f"reading {path}")
+    model = open_source(path)
+    return compile_model(LlmFrontend(model, shapes), build, log)
 
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
@@ -283,6 +301,8 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
                         precision_plan=(build.plan.to_json() if build.plan is not None
                                         else {"mode": options.precision, "layers": []}))
     weights = model.weights
+    if model.generation is not None:  # a generation model: its entry points are in the record
+        manifest.generation, manifest.entry_function = model.generation, ""
     if not target.executable:
         manifest.module = MODULE_MLIR
         manifest.notes.append(f"no executable: {target.route_note}")
@@ -304,7 +324,8 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
 
         weights = quantization.materialize(result.parameter_keys, weights)
     manifest.module = MODULE_VMFB
-    manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
+    if manifest.entry_function:
+        manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX
     manifest.functions = [spec.to_json(spec.function + OUTPUT_ENTRY_SUFFIX, flops.get(spec.function, -1))
                           for spec in specs]
     kernels = _c_kernels_used(result.dispatches)
@@ -314,7 +335,8 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
         manifest.tuning_db = {"sha256": sha256_file(options.tuning_db),
                               "entries_used": sum(d.get("config_source", "").startswith("tuned") for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
-                         decisions=result.decisions, weights=weights, plan=build.plan, build=build)
+                         decisions=result.decisions, weights=weights, plan=build.plan, build=build,
+                         members=model.members)
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"
@@ -406,19 +428,20 @@ def write_result(result: CompileResult, out_path: str, options: CompileOptions =
     """Write the artifact; with batch sizes, record each bucket's latency (see buckets.py)."""
     from inferx_compiler.artifact import buckets
 
-    sizes = list(options.batch_sizes) if options else []
+    # (a generation model's --batch-sizes are its decode batches, compiled already: no buckets)
+    sizes = list(options.batch_sizes) if options and not result.manifest.generation else []
     target = result.build.target if result.build else Target.from_json(result.manifest.target)
     if sizes:
         buckets.check_batchable(result.manifest.inputs)
         weight_bytes = int(sum(w.nbytes for w in result.weights.values()))
         result.manifest.batch_buckets = buckets.estimate(target, result.dispatches, weight_bytes, sizes)
     write_artifact(out_path, result.manifest, result.output, result.weights,
-                   _report(result))
+                   _report(result), result.members)
     device = buckets.present_device(target) if sizes and options.measure_buckets else None
     if device:
         result.manifest.batch_buckets = buckets.measure(out_path, device, sizes)
         write_artifact(out_path, result.manifest, result.output, result.weights,
-                       _report(result))
+                       _report(result), result.members)
         if log:
             table = ", ".join(f"b{b['size']}={b['latency_ms']:.2f}ms" for b in result.manifest.batch_buckets)
             log.step(f"measured bucket latency on {device}: {table}")

@@ -54,47 +54,33 @@ class Target:
     features: tuple[str, ...] = ()  # ISA features passes decide on (avx2, fma, avx512f, avx512_bf16, ...)
     cores: Optional[int] = None  # CPU cores a call is spread over (CPU) / SMs (GPU)
     l1_bytes: Optional[int] = None  # per-core L1 data cache (CPU)
-    # 3x3 stride-1 convolutions through IREE's Winograd F(6,3). Off everywhere: measured on this
-    # AVX2 CPU (2026-12-01, ResNet-50 b1, 1 thread) 504 ms with it vs 143 ms through im2col; with
-    # weights as parameters IREE transforms the filters on every call.
+    # 3x3 stride-1 convolutions through IREE's Winograd F(6,3). Off everywhere: with weights as
+    # parameters IREE transforms the filters on every call (3.5x slower than im2col on ResNet-50;
+    # docs/levers/conv-strategy.md).
     winograd: bool = False
     # IREE's NCHWc data-tiled convolutions with its `conv_nchwc` f32 microkernel (16x16 channel
     # blocks; IREE 3.13 has it for AVX-512 only). inferx-conv-strategy leaves 3x3-and-larger
-    # convolutions whose channel counts are multiples of 16 to it instead of im2col + matmul:
-    # ResNet-50 b1 on an AVX-512 Xeon, 2 threads, 114 -> 89 ms (tools/bench/knobs.py, 2026-12-01).
+    # convolutions whose channel counts are multiples of 16 to it, faster there than im2col +
+    # matmul (docs/levers/conv-strategy.md).
     conv_microkernel: bool = False
     # Operand bytes of one workgroup tile of IREE's data-tiled matmuls
-    # (`--iree-llvmcpu-matmul-tile-bytes`; None: IREE's default, 256 KiB). IREE's tiles keep the
-    # whole reduction dim, so at 256 KiB a 4096-deep f32 matmul fits no tile with more than one
-    # 16-row panel and the weight is streamed once per 16 rows. None: from the record's per-core
-    # L2 (`matmul_tile_bytes_for`): 1 MiB where the L2 holds at least 1 MiB, else IREE's default.
-    # Measured (tools/bench/knobs.py, 2 threads): on an AVX-512 Xeon with 2 MiB L2 (2026-12-01)
-    # 1 MiB took the 8x4096^2 MLP at batch 64 from 228 to 153 ms and GPT-2 from 289 to 266,
-    # BERT-base b8 unchanged; on an AMD EPYC with AVX-512 and 1 MiB L2 (2026-12-02,
-    # docs/bench/2026-12-02-cpu-tile-budget/) 512 KiB -> 1 MiB took the MLP at batch 64 from 71.8
-    # to 48.1 ms (onnxruntime 56.9), at batch 1 13.4 -> 12.2, BERT-base b1/b8, GPT-2 and
-    # ResNet-50 b1 unchanged; on a znver3 VM (512 KiB L2) 1 MiB had cost BERT-base b8 14%: there
-    # the rule keeps 256 KiB. `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
+    # (`--iree-llvmcpu-matmul-tile-bytes`; None: `matmul_tile_bytes_for` the record's per-core L2).
+    # IREE's tiles keep the whole reduction dim, so at its default 256 KiB a 4096-deep f32 weight is
+    # streamed once per 16 rows. 1 MiB where the L2 holds it (the MLP at batch 64 faster, the rest
+    # level), else 256 KiB (1 MiB cost BERT on a 512 KiB L2): docs/levers/data-tiling.md.
+    # `--iree-flag=--iree-llvmcpu-matmul-tile-bytes=N` sets it per build.
     matmul_tile_bytes: Optional[int] = None
     # IREE's optimization level (`--iree-opt-level`) for builds whose contractions are all f16/bf16
-    # (None: IREE 3.13's default, O0, as for every other build). O2 adds aggressive dispatch
-    # fusion (a layer norm's two reductions and its normalization become one kernel), fp
-    # reassociation and matmul generalization. CUDA targets: O2, measured on an H200
-    # (2026-12-02, same rounds, docs/bench/2026-12-02-h200-epilogue/): fp16 BERT b1 1.11 -> 0.99 ms
-    # (156 -> 121 kernels a call), b8 1.55 -> 1.45, GPT-2 1.43 -> 1.32, ResNet-50 and the MLP
-    # equal or better, outputs unchanged. Not for other builds: at O2 the weight-only int8 route
-    # gave wrong BERT b8 outputs (relative L2 1.24) and a 28x slower MLP b1, and fp32 BERT b8 was
-    # 12% slower (`o2-check/` there). CPU targets stay at O0: O2 measured slower on BERT there.
+    # (None: IREE 3.13's default, O0, as for every other build). O2 adds aggressive dispatch fusion
+    # (a layer norm in one kernel), fp reassociation and matmul generalization: O2 on CUDA targets,
+    # as fast or faster there on every model; not for int8/fp32 builds (wrong weight-only int8 outputs, slower
+    # fp32) nor on CPU (slower on BERT). docs/levers/hopper-matmul.md.
     half_precision_opt_level: Optional[str] = None
-    # inferx-f32-matmul: f32 matmuls against weights on our AVX-512 kernel (f32_gemm.c), the
-    # weight on the right (projections) or on the left (convolutions after inferx-conv-strategy,
-    # with the bias, residual and ReLU after them in the kernel). On where it was measured faster:
-    # Intel Xeons with AVX-512 (two 512-bit FMA units; IREE's mmt4d reached half their rate):
-    # BERT-base b1 140.0 -> 114.7 ms (docs/bench/2026-12-03-cpu-f32-kernel/), a ResNet of half
-    # ResNet-50's width b1 8.71 -> 7.66 ms (docs/bench/2026-12-03-f32-left-kernel/), 2 threads.
-    # Off on AMD Zen 4 (one 512-bit FMA a cycle, which IREE's mmt4d also reaches; same runs,
-    # 2 threads: MLP b1 22.1 -> 24.0 ms, b64 86.9 -> 97.7, GPT-2 176 -> 183, BERT 146 -> 143,
-    # ResNet-50 b8 485 -> 545) and on records naming no Intel core.
+    # inferx-f32-matmul: f32 matmuls against weights on our AVX-512 kernel (f32_gemm.c), the weight
+    # on the right (projections) or on the left (convolutions, their bias, residual and ReLU in the
+    # kernel). On for Intel Xeons with AVX-512 (two 512-bit FMA units; IREE's mmt4d reaches half
+    # their rate); off on AMD Zen 4 (one 512-bit FMA a cycle, which IREE's mmt4d already reaches)
+    # and on records naming no Intel core. docs/levers/f32-kernel.md.
     f32_kernel: bool = False
 
     @property
@@ -122,8 +108,9 @@ class Target:
             # name-only locations (ours do: ONNX node names); without it builds are reproducible.
             flags.append("--iree-llvmcpu-debug-symbols=false")
             # Data tiling (packed, target-width matmul layouts; weights packed once at load) is
-            # off by default in IREE 3.13 for llvm-cpu. On: BERT-base b1 540 -> 140 ms on 2 cores.
-            # (The driver builds again without it where IREE's data tiling fails.)
+            # off by default in IREE 3.13 for llvm-cpu; on, BERT-base runs about 4x faster
+            # (docs/levers/data-tiling.md). (The driver builds again without it where IREE's data
+            # tiling fails.)
             flags.append("--iree-opt-data-tiling=true")
             # Which op families data tiling annotates: a process-wide *list* option (naming only
             # `convolution` would silently drop matmuls). The same list for every CPU target, so
@@ -135,19 +122,14 @@ class Target:
             if self.conv_microkernel:
                 flags.append("--iree-llvmcpu-enable-ukernels=mmt4d,conv_nchwc")
             # f32 reductions reassociated (IREE 3.13's default: not): a row's max or sum then runs
-            # in vector lanes with one horizontal step at its end, not a scalar chain per 16
-            # values. A softmax over BERT's 12x128x128 scores, one thread, 0.53 -> 0.28 ms
-            # (onnxruntime 0.07); BERT-base b1, 2 threads, int8 28.2 -> 26.5 ms, fp32 90.6 -> 88.6,
-            # GPT-2 134 -> 132, ResNet-50 and the MLP unchanged (tools/bench/knobs.py, an AMX Xeon,
-            # 2026-12-04, docs/bench/2026-12-04-cpu-reassociate/). Sums in another order: results
-            # agree to f32 rounding.
+            # in vector lanes with one horizontal step at its end, not a scalar chain per 16 values
+            # (a softmax alone about 2x faster; docs/levers/cpu-math-kernels.md). Sums in another
+            # order: results agree to f32 rounding.
             flags.append("--iree-llvmcpu-reassociate-fp-reductions=true")
             # IREE's aggressive dispatch fusion (part of its O2; off at 3.13's default O0): a
-            # quantized transformer's dequantization, GELU and quantization in fewer dispatches.
-            # BERT-base (2 threads, AMX Xeon, 2026-12-04, docs/bench/2026-12-04-cpu-aggressive-fusion/):
-            # int8 b1 25.7 -> 21.8 ms, b8 165 -> 134, fp32 b1 95.6 -> 91.9, b8 668 -> 652, bf16 b1
-            # 31.3 -> 29.8; ResNet-50 and the MLP unchanged. Some layer norms then exceed IREE's
-            # stack limit in code generation (GPT-2's): the driver builds those again without it
+            # quantized transformer's dequantization, GELU and quantization in fewer dispatches
+            # (docs/levers/cpu-math-kernels.md). Some layer norms then exceed IREE's stack limit in
+            # code generation (GPT-2's): the driver builds those again without it
             # (`driver._compile_with_fallback`).
             flags.append(AGGRESSIVE_FUSION_FLAG)
             # A process-wide IREE option: always set, so that one build's value never carries
@@ -189,7 +171,7 @@ LARGE_L2_TILE_BYTES = 1 << 20  # the budget where the per-core L2 holds it
 
 def matmul_tile_bytes_for(l2_bytes: Optional[int]) -> int:
     """The data-tiled matmul tile budget for a CPU with this per-core L2 (Target.matmul_tile_bytes
-    says what was measured): 1 MiB from 1 MiB of L2 on, else IREE's default."""
+    says why; docs/levers/data-tiling.md the figures): 1 MiB from 1 MiB of L2 on, else IREE's default."""
     return LARGE_L2_TILE_BYTES if (l2_bytes or 0) >= LARGE_L2_TILE_BYTES else IREE_MATMUL_TILE_BYTES
 
 

@@ -22,9 +22,8 @@ Spelled `inferx-bind-parameters{scope=model}`.
 
 from __future__ import annotations
 
-from typing import ClassVar, Optional
-
 import dataclasses
+from typing import ClassVar, Optional
 
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
 from inferx_compiler.passes.infra.base import ModulePass, PassFailure
@@ -81,12 +80,13 @@ def _bind(module, func_op, keys: list, scope: str, globals_by_key: dict) -> None
     from iree.compiler import ir
     from iree.compiler.dialects import func, util
 
-    name: ClassVar[str] = ir.StringAttr(func_op.attributes["sym_name"]).value
+    name = ir.StringAttr(func_op.attributes["sym_name"]).value
     ftype = ir.FunctionType(ir.TypeAttr(func_op.attributes["function_type"]).value)
     inputs, results = list(ftype.inputs), list(ftype.results)
     impl_name = IMPL_PREFIX + name
     loc = func_op.location
     with module.context, loc:
+        original = arg_attrs(func_op)  # the user arguments keep theirs (iree.abi.output: a tied cache)
         func_op.attributes["sym_name"] = ir.StringAttr.get(impl_name)
         func_op.attributes["sym_visibility"] = ir.StringAttr.get("private")
         del func_op.attributes["arg_attrs"]
@@ -111,6 +111,9 @@ def _bind(module, func_op, keys: list, scope: str, globals_by_key: dict) -> None
                                       f"@{name}", func_op)
                 globals_[i] = (sym, t)
             wrapper = func.FuncOp(name, ir.FunctionType.get(user_types, results))
+            kept = [ir.DictAttr.get({a.name: a.attr for a in d}) for d, k in zip(original, keys) if k is None]
+            if any(len(d) for d in kept):
+                wrapper.attributes["arg_attrs"] = ir.ArrayAttr.get(kept)
             entry = wrapper.add_entry_block()
         with ir.InsertionPoint(entry):
             user_args = iter(entry.arguments)

@@ -1,76 +1,44 @@
 """inferx-conv-strategy: choose each 2-D convolution's algorithm from its shape and the target.
 
 Runs in IREE's context before IREE's own pipeline, on `linalg.conv_2d_nchw_fchw` (what the
-ONNX and FX importers produce). For each convolution it decides one of
+ONNX and FX importers produce). Why: IREE 3.13's direct convolution code runs an order of
+magnitude below its data-tiled matmuls, so each convolution becomes a matmul or goes to a faster
+kernel. Per convolution, the first of these that applies:
 
+  kernel    f32 filters larger than 1x1 (at most 64 taps, any stride, dilation, zero padding)
+            and 1x1 ones whose pixels fill KERNEL_MIN_LANE_FILL of its panels, on targets with
+            `Target.f32_kernel` and a C compiler, where `nchwc` does not apply or the output has
+            at most KERNEL_NCHWC_MAX_PIXELS pixels: marked `inferx.conv_strategy = "kernel"`;
+            inferx-f32-matmul runs it on f32_gemm.c's convolution entry (implicit im2col, with
+            the bias, ReLU and residual in its epilogue);
+  s2d       a 3x3-or-larger stride-2 filter over at most S2D_MAX_CHANNELS input channels,
+            dilation 1, static, on CPU targets: space-to-depth (2x2 pixel blocks become 4
+            channels, the filter likewise at load), a stride-1 convolution of half the filter
+            size that gets its own decision (one copy instead of a 7x7 stem's 49 tap copies);
   matmul    1x1 filter: rewritten here into `w[f,c] x x[c,h*w]` (at batch 1 the input only
-            reshaped; for a strided filter, first the strided subsampling as a copy), which IREE
-            treats as a matmul (data tiling, mmt4d microkernels) instead of a direct convolution;
-  winograd  3x3, stride 1, dilation 1, >= `winograd-min-channels` input and output channels,
-            on targets whose record enables it: marked `__winograd_conv`; IREE's
-            `iree-linalg-ext-convert-conv2d-to-winograd` (F(6,3)) rewrites it in
-            preprocessing (the bias is first detached from the conv's init, see
-            `PREPROCESSING_PIPELINE`);
-  kernel    3x3 and larger f32 filters (any stride, dilation and zero padding, at most 64 taps),
-            and 1x1 ones whose output pixels fill at least KERNEL_MIN_LANE_FILL of its panels, on
-            targets whose record runs f32 products on our AVX-512 kernel (`Target.f32_kernel`,
-            Intel Xeons) and with a C compiler, where IREE's NCHWc microkernel does not apply
-            (channels off its 16-channel blocks: im2col before) or the output has at most
-            KERNEL_NCHWC_MAX_PIXELS pixels: marked `inferx.conv_strategy = "kernel"`;
-            inferx-f32-matmul replaces it by f32_gemm.c's convolution entry, which gathers
-            each tile's column panels straight from the image (implicit im2col: no column
-            matrix, no padded copy, no NCHWc relayout) for its 14x32 register tile, with the
-            bias, ReLU and residual after it in its epilogue. On a Xeon with AVX-512, ResNet-50
-            at batch 1 (tools/bench/dispatch_profile.py): the 7x7 layers at two threads 171-235
-            GFLOP/s against NCHWc's 130-156; at one thread every 3x3 layer 107-165 against 85-134;
-  nchwc     3x3 and larger f32 filters, dilation 1, input and output channels multiples of the
-            microkernel's 16-channel blocks, on targets whose record has IREE's NCHWc conv
-            microkernel (`Target.conv_microkernel`: AVX-512): left a convolution, marked
-            `inferx.conv_strategy = "nchwc"`; IREE's conv data tiling packs it into 16-channel
-            blocks (weights once, at load) and runs `iree_uk_conv_nchwc`. Measured on an
-            AVX-512 Xeon (ResNet-50 b1, 2 threads, 2026-12-01): 114 -> 89 ms against im2col.
-            1x1 filters stay matmuls (all convolutions through NCHWc: 321 ms) and channel
-            counts off the 16-block (the 3-channel stem: 13.7 ms vs 7.4 through im2col) im2col;
-  im2col    any other static convolution: rewritten here into column copies and a
-            `linalg.matmul` `w[f, K] x col[K, n*oh*ow]` (at batch n > 1 the images side by side
-            in col's columns, the result transposed back to NCHW). On CPU targets the columns
-            are one strided window copy per filter tap from the input viewed as CNHW (at
-            batch > 1 one transpose), concatenated, K ordered (kh, kw, c) and the filter
-            transposed to match (at load): IREE vectorizes such copies, while it scalarizes a
-            copy with windowed maps (ResNet-50 b1, 2 threads, Zen 3: 137 -> 120 ms against
-            onnxruntime 66, docs/bench/2026-12-01-conv-taps). On CUDA one
-            im2col copy `col[c,kh,kw,n,oh,ow] = x[n,c,oh*sh+kh,ow*sw+kw]` (affine maps, which
-            IREE tiles; upstream `convert_conv2d_to_img2col` builds semi-affine ones that it
-            cannot tile for strided convolutions), which the CUDA window-copy rule configures.
+            reshaped; a strided filter subsampled by a copy first), which IREE data-tiles as a
+            matmul instead of running a direct convolution;
+  nchwc     3x3 and larger f32 filters, dilation 1, channel counts multiples of 16, on targets
+            with IREE's NCHWc conv microkernel (`Target.conv_microkernel`: AVX-512): marked
+            `inferx.conv_strategy = "nchwc"` and left to IREE's conv data tiling and
+            `iree_uk_conv_nchwc` (slower for 1x1 filters and 3-channel stems: not chosen there);
+  winograd  3x3, stride 1, dilation 1, >= `winograd-min-channels` input and output channels, on
+            targets whose record enables it: marked `__winograd_conv` for IREE's F(6,3) rewrite
+            in preprocessing (bias detached first: `PREPROCESSING_PIPELINE`);
+  im2col    any other static convolution: column copies and a `linalg.matmul`
+            `w[f, K] x col[K, n*oh*ow]` (at batch > 1 the images side by side, the result
+            transposed back to NCHW). On CPU one strided window copy per filter tap, K ordered
+            (kh, kw, c), the filter transposed to match at load (IREE vectorizes such copies and
+            scalarizes one with windowed maps); on CUDA one im2col copy with affine maps (which
+            IREE tiles, unlike upstream's semi-affine ones), set up by the CUDA window-copy rule.
 
-  s2d       (before any of the above) a 3x3-or-larger stride-2 filter over at most 4 input
-            channels, dilation 1, static, on CPU targets: space-to-depth. Each 2x2 pixel block
-            becomes 4 channels (and the filter likewise: at load), which turns the stem into a
-            stride-1 convolution with half the filter size over 4x the channels (zero-padded to
-            16 for the NCHWc microkernel where the target has it); that convolution then gets
-            its own decision. A 3-channel 7x7 stem through im2col is 49 thin tap copies and a
-            147-deep matmul; after space-to-depth, one copy and a 16-channel 4x4 convolution
-            (ResNet-50's stem alone on a Zen 5: 2.69 -> 1.21 ms, as ONNX graphs). Where our
-            kernel takes the stem as it is (`kernel` applies: the stride-2 taps gathered), the
-            kernel instead: ResNet-50's stem over 8 images alone on the AMX Xeon, 2 threads,
-            7.8 ms against 12.2 for its space-to-depth form on the same kernel (IREE's NCHWc
-            code for that form: 14.2 in the model; tools/bench/conv_kernel_bench.c).
-
-Why: IREE 3.13's direct convolution code runs at 3-10 GFLOP/s on this 2-core AVX2 CPU
-while its data-tiled matmuls run at 60-80 (tools/bench/profile.py on ResNet-50):
-ResNet-50 b1, one thread, 974 ms direct vs 132 ms through im2col; onnxruntime 91 ms.
 Declined, with a remark: dynamic dims (the artifact's static-shape functions are where the
-strategies apply), dilation other than 1, grouped
-and depthwise convolutions, other layouts.
-
-On CUDA targets the same rewrite puts f16/bf16 convolutions on IREE's matmul path (tensor
-cores with f32 accumulation): measured on an H200 (2026-12-01), ResNet-50 b1 fp16 2.6 ms
-against 148 ms for IREE's own convolution code, whose static-shape convolutions were also wrong
-there (relative L2 0.9 on a small ResNet at batch 1 and 2). f32 convolutions are declined on
-CUDA: IREE 3.13's CUDA code generator fails to bufferize the f32 matmul dispatches they become
-("failed to bufferize op", also for 1x1 convolutions with no copy, and with a
-`util.optimization_barrier` between copy and matmul); the driver then keeps such models'
-convolutions in the dynamic function.
+strategies apply), dilation other than 1 (outside `kernel`), grouped and depthwise
+convolutions, other layouts. On CUDA targets the rewrite puts f16/bf16 convolutions on IREE's
+tensor-core matmul path (IREE's own convolution code there was far slower, and wrong for some
+static shapes); f32 convolutions are declined there: IREE 3.13's CUDA code generator fails to
+bufferize the f32 matmul dispatches they become, so the driver keeps such models' convolutions
+in the dynamic function. The measurements behind each rule: docs/levers/conv-strategy.md.
 
 `algorithms=auto` applies the target's rules; a comma-separated list limits the choice to
 those algorithms (a convolution whose rule picks one not listed falls back to the next that
@@ -79,7 +47,8 @@ targets whose record enables it (none does today: see `Target.winograd`); listin
 it on any CPU target. Listing `nchwc` asks for it only where the target has the microkernel
 (elsewhere IREE would pack the convolution without one).
 
-Spelled `inferx-conv-strategy{target=cpu winograd-min-channels=64 algorithms=auto}`.
+Spelled `inferx-conv-strategy{winograd-min-channels=64 algorithms=auto kernel=true}` (the target
+is the module's `inferx.target`: inferx-set-target{target=NAME} before it on a bare module).
 """
 
 from __future__ import annotations
@@ -152,16 +121,13 @@ ALGORITHMS = ("matmul", "kernel", "nchwc", "winograd", "im2col", "s2d")
 KERNEL_STRATEGY = "kernel"  # our f32 convolution entry (inferx-f32-matmul carries it out)
 KERNEL_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX
 # Where IREE's NCHWc microkernel applies too, our kernel only for outputs of at most this many
-# pixels: at two threads on an AVX-512 Xeon (ResNet-50, tools/bench/dispatch_profile.py) NCHWc ran
-# the 56x56 to 14x14 layers at 246-298 GFLOP/s against our 184-272, the 7x7 ones at 130-156
-# against our 171-235 (docs/bench/2026-12-04-cpu-conv-kernel/). Since the kernel holds more panels
-# (docs/bench/2026-12-05-cpu-held-panels/) the 14x14 ones too: ResNet-50 b8 268.3 -> 263.1 ms, b1
-# level (37.5 / 37.3).
+# pixels (ResNet-50's 14x14 and 7x7 layers): NCHWc scales better over threads and is faster on
+# larger images (docs/levers/conv-strategy.md).
 KERNEL_NCHWC_MAX_PIXELS = 196
 # ... and only where an image's pixels fill at least this share of the kernel's 32-lane panels
 # (the entry takes an image at a time: 9 pixels fill 28% of a panel). ResNet-50's 7x7 layers
-# (49 of 64 lanes) gain; resnet_lite's 3x3 and 6x6 outputs at batch 8 lost 8-9% on the entry
-# (42-90 GFLOP/s against NCHWc's 98-257 and the folded matmuls' 184-233).
+# (49 of 64 lanes) gain; 3x3 and 6x6 outputs were slower on the entry than on NCHWc or as
+# folded matmuls (docs/levers/conv-strategy.md).
 KERNEL_MIN_LANE_FILL = 0.75
 S2D_MAX_CHANNELS = 4  # space-to-depth for stride-2 stems over at most this many input channels
 NCHWC_BLOCK = 16  # channels per block of IREE 3.13's conv_nchwc microkernel (f32, AVX-512)
@@ -234,12 +200,11 @@ def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool
 def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
     """Our f32 convolution entry: listed, f32, a filter larger than 1x1 with at most
     KERNEL_TAPS_MAX taps, or a 1x1 one whose pixels fill its column panels
-    (KERNEL_MIN_LANE_FILL; over several images as a matmul the images would be
-    folded into its columns, two transposes a convolution, and a strided one subsampled by a copy
-    first; the entry reads and writes NCHW image by image: ResNet-50 b8 at two threads 373 -> 342
-    ms for the stride-1 ones, -> 334 with the strided ones; at batch 1, where the matmul reads the
-    image as it is, the entry's tiles and its gathered strided columns still gain: ResNet-50 b1
-    40.7 -> 38.3 ms, docs/bench/2026-12-05-cpu-held-panels/), and the target's f32 kernel rule
+    (KERNEL_MIN_LANE_FILL; over several images as a matmul the images would be folded into its
+    columns, two transposes a convolution, and a strided one subsampled by a copy first, while
+    the entry reads and writes NCHW image by image; at batch 1, where the matmul reads the image
+    as it is, the entry's tiles and its gathered strided columns still gain:
+    docs/levers/conv-strategy.md), and the target's f32 kernel rule
     (f32_kernel_declined: AVX-512, an Intel record, a K block, a C compiler)."""
     from inferx_compiler.kernels.cpu_objects import f32_kernel_declined
 
@@ -339,8 +304,8 @@ def _space_to_depth(op, pad_to_blocks: bool):
     out[oh, ow] = sum over (c, a, b, p, q) of x2[c, a, b][oh + p, ow + q] w2[c, a, b][p, q]: the
     same sums. `pad_to_blocks`: channels zero-padded to the NCHWc microkernel's 16-channel blocks
     (targets that have it, where nchwc may be chosen next). Why: a 3-channel 7x7 stride-2 stem is 49 thin tap copies and a 147-deep matmul
-    through im2col; after space-to-depth it is one copy and a 16-channel 4x4 convolution
-    (ResNet-50's stem on a Zen 5: 2.69 -> 1.21 ms as ONNX graphs, tools/bench/knobs.py). The filter
+    through im2col; after space-to-depth it is one copy and a 16-channel 4x4 convolution (about
+    2x faster for ResNet-50's stem: docs/levers/conv-strategy.md). The filter
     is a weight: IREE computes its rearrangement once, at load. Returns the new convolution."""
     from iree.compiler import ir
     from iree.compiler.dialects import linalg
@@ -405,8 +370,8 @@ def _rewrite_as_matmul(op, taps: bool) -> None:
     transposed to match (once, at load: it is a weight), else one im2col copy with windowed
     maps, K ordered (c, kh, kw). At batch n > 1 the images are folded into the matmul's columns
     (col is [K, n*oh*ow], one plain matmul rather than a batched contraction that broadcasts the
-    filter: IREE's CUDA code for the latter was wrong on an H200, 2026-12-01) and the result is
-    transposed back to NCHW while the init is added."""
+    filter: IREE 3.13's CUDA code for the latter was wrong, docs/levers/conv-strategy.md) and the
+    result is transposed back to NCHW while the init is added."""
     from iree.compiler import ir
     from iree.compiler.dialects import tensor
 
@@ -484,8 +449,7 @@ def _tap_columns(xt, s: "ConvShape", pointwise: bool):
     """col[(kh, kw, c), (n, oh, ow)] from the input in CNHW: for each filter tap (i, j) the
     strided window xt[:, :, i::sh, j::sw] (oh x ow of it) copied, the taps concatenated. Each
     copy has permutation maps, which IREE's CPU code vectorizes; one copy with windowed maps
-    (oh*sh + kh) is scalarized there: 64 channels at 56x56, 3x3, batch 1, 3.34 ms as one
-    windowed copy, 0.99 ms as nine tap copies (2 threads, Zen 3, 2026-12-01)."""
+    (oh*sh + kh) is scalarized there, about 3x slower (docs/levers/conv-strategy.md)."""
     from iree.compiler import ir
     from iree.compiler.dialects import tensor
 

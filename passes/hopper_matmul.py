@@ -26,24 +26,17 @@ matmul of the summed width; siblings stay apart when that would split K, when a 
 is read before the last member's chain ends (one of them feeds another), or with `group=false`
 (`--disable-pass inferx-hopper-group`).
 
-Measured on an H200 (2026-12-02, CUPTI kernel time per call of the matmul and its epilogue
-dispatch, tools/bench/gpu_extern_sweep.py, docs/bench/2026-12-02-h200-extern/): BERT-base b8's
-projections 1024x768 K=768 17.9 -> 10.5 us, 1024x3072 K=768 42.6 -> 31.1, 1024x768 K=3072
-44.6 -> 19.7; the MLP's 64x4096 K=4096 32.1 -> 10.5; b1's 128x768 K=3072 9.4 -> 6.3; one loss,
-ResNet-50 b1's 512x49 K=2048 8.4 -> 11.6 (IREE's split-K code wins on that 49-column output).
-Outputs within 3e-5 (relative L2) of IREE's. In the models (docs/bench/2026-12-02-h200-hopper/):
-BERT b8 2.92 -> 2.08 ms, ResNet-50 b8 3.15 -> 2.44, MLP b64 0.464 -> 0.313. The fused epilogues,
-same rounds (docs/bench/2026-12-02-h200-epilogue/): BERT b1 1.37 -> 1.11 ms (205 -> 156 kernels a
-call), b8 1.92 -> 1.55, GPT-2 1.76 -> 1.43, ResNet-50 b1 1.15 -> 0.98, b8 1.90 -> 1.81.
+The kernels are faster than IREE's on every projection shape but the smallest outputs (where
+IREE's split-K code wins), with outputs within 3e-5 (relative L2) of IREE's; the fused epilogues
+and groups remove kernels a call. Figures: docs/levers/hopper-matmul.md.
 
-The tile rule, from the target's SM count (fitted on the first sweep, prototype.json there): 128x128 tiles (8 warps,
-3 stages) when they alone give every SM a tile (128x256 when those fit one wave and 128x128
-would take a second: BERT b8's 1024x2304 and 1024x3072, K=768, 14.0 -> 12.7 and 13.3 us,
-docs/bench/2026-12-02-h200-tma/); else 64x128 (or 128x64 for wide-M outputs,
-4 warps, 4 stages) when those fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
+The tile rule, from the target's SM count (fitted on an isolated H200 sweep): 128x128 tiles (8
+warps, 3 stages) when they alone give every SM a tile (128x256 when those fit one wave and 128x128
+would take a second); else 64x128 (or 128x64 for wide-M outputs, 4 warps, 4 stages) when those
+fill half the SMs; else 64x64, and for a long reduction (K >= 2048)
 split-K with the largest power of two S that keeps tiles x S within two per SM and slices of
 at least 256. A short reduction whose 64x64 tiles fill less than half the SMs takes 64x32 or
-64x16 tiles (docs/bench/2026-12-02-h200-narrow-tiles/), or is left to IREE's split-K code when
+64x16 tiles, or is left to IREE's split-K code when
 even those fill less than a quarter. Declined, with a remark: other targets, f32 or integer inputs, dynamic shapes,
 matrix-vector shapes (M or N below 16: IREE's warp reduction), reductions that are not a
 multiple of 16, weight-only int8/int4 layers (an operand dequantized from integers: IREE fuses
@@ -51,15 +44,16 @@ the dequantization into its matmul dispatch), and builds without Triton (`pip in
 
 `tile=BMxBN` and `split=S` force a configuration (measurement and tests); `tma=true` loads the
 operand tiles through TMA descriptors the kernel makes on the device (in Triton's global
-scratch, which the dispatch then sizes for the grid): right on the H200, but no faster than the
-cp.async loop (BERT b8's shapes within +-10%, docs/bench/2026-12-02-h200-tma/), so off by default.
+scratch, which the dispatch then sizes for the grid): right, but no faster than the cp.async
+loop, so off by default.
 Measured configurations: `tuning-db=FILE` (written by `inferx-compile --tune` / `inferx-tune`,
 inferx_compiler/tuning/cuda_tuning.py) holds, per target and form_signature (shape, element type,
 operand layouts), the fastest of tuning_candidates measured on the GPU ("iree": leave the matmul
 to IREE); an entry replaces the rule for its form. A tuning build forces a candidate per matmul
 with the op attribute `inferx.hopper_config = "BMxBN[:S]" | "iree"`. Order: the tile=/split=
 options, the op attribute, the database, the rule.
-Spelled `inferx-hopper-matmul{target=h200 tile= split=0 epilogue=true group=true tma=false tuning-db=}`.
+Spelled `inferx-hopper-matmul{tile= split=0 epilogue=true group=true tma=false tuning-db=}` (the
+target is the module's `inferx.target`: inferx-set-target{target=h200} before it on a bare module).
 """
 
 from __future__ import annotations
@@ -203,9 +197,8 @@ def choose(m: int, n: int, k: int, sms: int, block_k: int) -> Config:
 
 def _narrow(m: int, n: int, sms: int, tiles: int) -> Config:
     """A short reduction whose 64x64 tiles fill less than half the SMs: 64x32 or 64x16 tiles, the
-    widest that fills half (H200 sweep: 128x768 K=768 3.8 -> 3.0 us, 2048x49 K=512 10.9 -> 5.1).
-    When even 64x16 tiles fill less than a quarter, IREE's split-K code is faster (512x49
-    K=1024: 6.9 us against 13.0 at 64x16): declined."""
+    widest that fills half. When even 64x16 tiles fill less than a quarter, IREE's split-K code
+    is faster: declined (the sweep's figures: docs/levers/hopper-matmul.md)."""
     for tile in (NARROW_N, NARROWEST_N):
         count = _tiles(m, n, tile)
         if 2 * count >= sms:

@@ -6,7 +6,7 @@ a truncation to bf16. IREE fuses the two reductions, the normalization, the trun
 packing of both outputs for the data-tiled matmuls (the bf16 operand and the f32 residual that
 becomes an accumulator) into one dispatch, whose vectorized pack of a 16x768 row block exceeds
 its CPU code generation's limits ("exceeded stack allocation limit of 32768 bytes", "large
-vector sizes"; BERT-base, 2026-12-02). The build then falls back to no data tiling for the whole
+vector sizes" on BERT-base). The build then falls back to no data tiling for the whole
 model, and its bf16 matmuls run as generic vector code at half the f32 microkernel's rate. This
 pass puts a `util.optimization_barrier` between such a truncation and its input, so that the
 truncation and its packing form a dispatch of their own:
@@ -15,7 +15,7 @@ truncation and its packing form a dispatch of their own:
     t = truncf(y)                        ->    b = util.optimization_barrier y
                                                t = truncf(b)
 
-The barrier costs a dispatch per normalization (bert_lite b1 bf16: 0.5 -> 0.8 ms), so the driver
+The barrier costs a dispatch per normalization (docs/levers/isolate-casts.md), so the driver
 adds the pass only when IREE has failed to data-tile the model without it
 (`driver._compile_with_fallback`; the manifest's pipeline says which build stood).
 
@@ -24,7 +24,8 @@ A truncation is isolated when its input is computed from the result of a single-
 truncations (of arguments, of a matmul's epilogue) are left where IREE fuses them. Applies on
 CPU targets only (the GPU pipelines fuse these fine); every truncation it isolates gets a remark.
 
-Spelled `inferx-isolate-casts{target=cpu}`.
+Spelled `inferx-isolate-casts` (no options; the target is the module's `inferx.target`:
+inferx-set-target{target=cpu} before it on a bare module).
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class AddOutputEntry(ModulePass):
 
     @classmethod
     def for_build(cls, build) -> "Optional[AddOutputEntry]":
+        if build.source == "llm":  # generation entries write their one big result, the cache, in place already
+            return None
         # CPU: the entry also takes the call's transient storage (allocated once by the session)
         return cls(transients=build.target.backend == "llvm-cpu" and build.transients)
 

@@ -50,12 +50,10 @@ scales that IREE fuses into the matmul's dispatch (the kernel reads the int8/int
 the f16 x f16 linalg.matmul accumulates in f32:
     int8:  y = y0 + truncf(x) . (sitofp(wq[k, n]) * s[n])
     int4:  y = y0 + truncf(x) . collapse(sitofp(wq[g, kk, n]) * s[g, n])      ([K/G, G, N] -> [K, N])
-Measured on an H200 (2026-12-01): right against the onnxruntime emulation on MLPs and a small
-BERT. Two other forms IREE 3.13 compiled wrong for the BERT's matmuls (M = 128 and 256 rows;
-relative error 0.35 where the emulation says 0.01), while the same checks on MLPs (M = 2) were
-exact: the reduction-innermost weight ([N, K], a transposed-B generic contraction) and the int4
-contraction over (group, element) as one generic. The cost: IREE's matvec over a [K, N] int8 weight is slow (the 8x4096^2 MLP at batch 1
-took 107 us a layer, against 11 us for f16).
+This form is right against the onnxruntime emulation; two others IREE 3.13 compiled wrong for
+a BERT's matmuls (the reduction-innermost weight as a transposed-B generic contraction, and the
+int4 contraction over (group, element) as one generic). The cost: IREE's matvec over a [K, N]
+int8 weight is slow, about 10x the f16 one (docs/levers/gpu-int4-matvec.md).
 Where the rows are not tokens (the matrix-vector form: weight stored [N, K] / [N, K/G, G]), the
 product runs on our Triton kernel instead (passes/support/dequant_matvec.py: static rows up to 64, sm_80
 and later, Triton installed; `matvec-kernel=false` or `--disable-pass inferx-dequant-matvec`
@@ -64,7 +62,8 @@ keeps IREE's form), with the reason in the remark where it declines.
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
 whose group size does not divide K, a matmul whose operands are not f32. A target without an
 executable backend fails the pass. Spelled
-`inferx-quantize-contractions{target=cpu group-size=128 vnni-kernel=true matvec-kernel=true}`.
+`inferx-quantize-contractions{group-size=128 vnni-kernel=true matvec-kernel=true}` (the target is
+the module's `inferx.target`: inferx-set-target{target=NAME} before it on a bare module).
 """
 
 from __future__ import annotations

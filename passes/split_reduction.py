@@ -5,9 +5,8 @@ Runs in IREE's context before IREE's pipeline, on static `linalg.matmul` ops (th
 transformer projections take after inferx-unbroadcast-matmul, and convolutions after
 inferx-conv-strategy). IREE 3.13 gives each workgroup one output tile and runs the whole
 reduction in it, so a matmul with a small output and a long reduction keeps a few of the GPU's
-SMs busy for a long time. Measured on an H200 (2026-12-01, CUPTI kernel times): BERT-base's
-128x768 (K=3072) projection took 148 us in IREE's code against ~5 us in cuBLAS's split-K
-kernel; ResNet-50's 512x49 (K=4608) convolution matmul 119 us.
+SMs busy for a long time (BERT-base's 128x768, K=3072, projection ran about 30x slower than
+cuBLAS's split-K kernel; docs/levers/split-k.md).
 
 For such a matmul `y[M, N] (+)= a[M, K] b[K, N]` the pass writes
 
@@ -23,18 +22,16 @@ The rule, from the target record: with T = ceil(M/64) x ceil(N/64) output tiles 
 IREE picks for these shapes), S is the largest power of two <= `max-split` with T x S <= 3 x the
 target's SMs, K divisible by S and K/S >= `min-chunk` (>= 1024 when T alone fills the SMs).
 It was fitted on an H200 sweep of eight projection and convolution shapes x S = 1..16
-(tools/bench/gpu_split_sweep.py, docs/bench/2026-12-01-h200-split/), where on each shape it
-picks the fastest S measured: kernel time 56.6 -> 9.4 us on 128x768 K=3072, 69.9 -> 14.2 us on
-512x49 K=4608, 52.1 -> 31.7 us on 64x4096 K=4096, 61.7 -> 44.3 us on 1024x768 K=3072. Checked
-on the models (same run, with and without the pass, docs/bench/2026-12-01-h200-passes/): fp16
-BERT b1 3.88 -> 1.48 ms, GPT-2 4.10 -> 1.72, MLP b64 0.756 -> 0.485. The same rule on f32 inputs (IREE's SIMT path, no tensor cores) was
-checked with a second sweep (`--dtype f32`): every pick faster than IREE's own kernel, 1.3x to
-17x. Declined, with a remark: CPU targets (their cores are few and IREE's CPU tiles split the
+(tools/bench/gpu_split_sweep.py), where on each shape it picks the fastest S measured, checked
+on the models with and without the pass, and checked on f32 inputs (IREE's SIMT path) with a
+second sweep (`--dtype f32`): every pick faster than IREE's own kernel. Figures:
+docs/levers/split-k.md. Declined, with a remark: CPU targets (their cores are few and IREE's CPU tiles split the
 output fine), integer inputs (not measured), dynamic shapes, matrix-vector shapes (M or N
 below 16, which IREE runs as a warp reduction), and outputs that already fill the GPU.
 
 `split=N` forces S = N on every static matmul whose K it divides (measurement and tests).
-Spelled `inferx-split-reduction{target=h200 max-split=16 min-chunk=128 split=0}`.
+Spelled `inferx-split-reduction{max-split=16 min-chunk=128 split=0}` (the target is the module's
+`inferx.target`: inferx-set-target{target=h200} before it on a bare module).
 """
 
 from __future__ import annotations
@@ -51,12 +48,11 @@ from inferx_compiler.passes.analysis.remarks import remark
 TILE = 64  # the output tile IREE 3.13 picks for these shapes (workgroup = [64, 64] with mma.sync)
 WAVES = 3  # tiles x S up to three per SM: the best split in the sweep for every shape measured
 MIN_PARALLEL = 16
-# Input types the sweeps measured: f16/bf16 (IREE's mma.sync path) and f32 (its SIMT path, whose
-# kernels the rule's splits sped up 1.3-17x on the same shapes: docs/bench/2026-12-01-h200-split-f32/).
+# Input types the sweeps measured: f16/bf16 (IREE's mma.sync path) and f32 (its SIMT path, which
+# the rule's splits sped up on every shape; docs/levers/split-k.md).
 MEASURED_INPUTS = ("f16", "bf16", "f32")
 # An output of at least one tile per SM is split only into chunks this long: BERT b8's 1024x768
-# K=768 projections split 2 ways took as long as unsplit (12.4 us + a 7.5 us reduction against
-# 19 us + its epilogue, H200 CUPTI tables, docs/bench/2026-12-01-h200-passes/), 48 more kernels.
+# K=768 projections split 2 ways took as long as unsplit, in 48 more kernels (docs/levers/split-k.md).
 FULL_WAVE_MIN_CHUNK = 1024
 
 

@@ -8,9 +8,9 @@ with a weight `[K, N]` (every transformer projection) reaches linalg as
     y   = linalg.batch_matmul(x, w3h)                (into y0 [B, M, N])
 
 and IREE keeps that form: every call materializes the broadcast weight (and its f16 copy) B
-times over, in a dispatch of its own, before the matmul reads it. On an H200 (2026-12-01, CUPTI
-kernel times, tools/bench/gpu_kernels.py) those copies were 1.7 of BERT-base b8's 4.0 ms of
-kernel time at fp16; on CPU the data-tiled matmul packs the broadcast weight on every call.
+times over, in a dispatch of its own, before the matmul reads it (on GPUs those copies were
+about 40% of BERT-base b8's kernel time at fp16: docs/levers/unbroadcast-matmul.md); on CPU the
+data-tiled matmul packs the broadcast weight on every call.
 This pass rewrites it into
 
     y = expand(linalg.matmul(collapse(x)[B*M, K], truncf(w)[K, N]) into collapse(y0))

@@ -21,10 +21,11 @@ from inferx_compiler.runtime.validation import strip_fixed_inputs, validate_feed
 class InferenceSession:
     """One artifact loaded on one device; keeps its VM context between calls."""
 
-    def __init__(self, path: str, device: str | None = None, verify: str | None = None):
+    def __init__(self, path, device: str | None = None, verify: str | None = None):
         import iree.runtime as rt
 
-        self.artifact = open_for_running(path, verify)
+        # (a path, or an Artifact open_for_running returned: load() opens it once)
+        self.artifact = open_for_running(path, verify) if isinstance(path, str) else path
         m = self.artifact.manifest
         backend = m.target.get("backend", "none")
         requested = parse_device(device or default_device_for(backend))
@@ -34,7 +35,7 @@ class InferenceSession:
         self._instance = rt.VmInstance()
         modules = [rt.create_hal_module(self._instance, self._device)]
         if m.weights:
-            modules.append(self._parameters_module(rt))
+            modules.append(parameters_module(rt, self._instance, self.artifact, self))
         self._module = rt.VmModule.copy_buffer(self._instance, self.artifact.member_view(m.module))
         modules.append(self._module)
         self._context = rt.VmContext(self._instance, modules=modules)
@@ -92,14 +93,6 @@ class InferenceSession:
             return self.artifact.manifest.entry_function
         index = [inv for _, inv, _ in self._static].index(invoker)
         return self.artifact.manifest.functions[index]["name"]
-
-    def _parameters_module(self, rt):
-        m = self.artifact.manifest
-        index = rt.ParameterIndex()
-        handle = rt.FileHandle.wrap_memory(self.artifact.member_view(m.weights["member"]))
-        index.load_from_file_handle(handle, "irpa")
-        self._parameter_index = index  # keep alive with the mapping
-        return rt.create_io_parameters_module(self._instance, index.create_provider(scope=m.weights["scope"]))
 
     @property
     def inputs(self) -> list[TensorSpec]:
@@ -363,7 +356,17 @@ def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
     return arr
 
 
-def load(path: str, device: str | None = None, verify: str | None = None) -> InferenceSession:
+def parameters_module(rt, instance, artifact, owner):
+    """The IREE io-parameters module serving the artifact's weights from its memory map (the
+    index is kept alive on `owner`, with the mapping)."""
+    m = artifact.manifest
+    index = rt.ParameterIndex()
+    index.load_from_file_handle(rt.FileHandle.wrap_memory(artifact.member_view(m.weights["member"])), "irpa")
+    owner._parameter_index = index
+    return rt.create_io_parameters_module(instance, index.create_provider(scope=m.weights["scope"]))
+
+
+def load(path: str, device: str | None = None, verify: str | None = None):
     """Load an `.ixa` artifact on `device` ("cpu", "cpu:sync", "cpu:task", "cuda", "cuda:N";
     default from its target). `cpu:task` spreads a call over a pool of worker threads;
     `cpu:sync` runs it in the calling thread; `cpu` picks one from the artifact's work per call
@@ -373,5 +376,13 @@ def load(path: str, device: str | None = None, verify: str | None = None) -> Inf
     a member is missing or extra, or its module was compiled by another IREE release than the
     installed runtime. `verify` ("all", "skip-weights", "none", optionally with
     ",ignore-iree-version"; default $INFERX_VERIFY_ARTIFACT, else "all") relaxes that, with
-    a warning naming what was not checked: see inferx_compiler.artifact.archive.VerifyPolicy."""
-    return InferenceSession(path, device, verify)
+    a warning naming what was not checked: see inferx_compiler.artifact.archive.VerifyPolicy.
+
+    A generation model (an LLM: manifest `generation`) loads as a GenerationSession, whose
+    `generate()` streams text (generation.py)."""
+    artifact = open_for_running(path, verify)
+    if artifact.manifest.generation:
+        from inferx_compiler.runtime.generation import GenerationSession
+
+        return GenerationSession(artifact, device)
+    return InferenceSession(artifact, device)

@@ -88,6 +88,9 @@ class Manifest:
     # static-shape functions beside entry_function: [{"name", "output_entry", "dims": {dim: size}}]
     functions: list = field(default_factory=list)
     tuning_db: Optional[dict] = None  # {"sha256", "entries_used"} when built from a tuning database
+    # generation models (LLMs): the decoder's configuration, its prefill/decode entry points, the
+    # KV cache layout, the tokenizer member and chat template (frontend/llm/frontend.py)
+    generation: Optional[dict] = None
     members: dict = field(default_factory=dict)  # member -> sha256
     notes: list[str] = field(default_factory=list)
 
@@ -103,7 +106,7 @@ class Manifest:
             "outputs": [s.to_json() for s in self.outputs],
             "weights": self.weights, "precision_plan": self.precision_plan,
             "batch_buckets": self.batch_buckets, "functions": self.functions,
-            "tuning_db": self.tuning_db,
+            "tuning_db": self.tuning_db, "generation": self.generation,
             "members": self.members, "notes": self.notes,
         }
 
@@ -129,7 +132,7 @@ class Manifest:
                    module=d["module"], weights=d.get("weights"),
                    precision_plan=d.get("precision_plan"), batch_buckets=d.get("batch_buckets"),
                    functions=d.get("functions", []), tuning_db=d.get("tuning_db"),
-                   members=d.get("members", {}),
+                   generation=d.get("generation"), members=d.get("members", {}),
                    notes=d.get("notes", []))
 
 
@@ -158,8 +161,9 @@ def sha256_file(path: str) -> str:
 
 
 def write_artifact(out_path: str, manifest: Manifest, module_bytes: bytes,
-                   weights: dict[str, np.ndarray], report: dict) -> None:
-    """Write the artifact atomically (temp file in the same folder, then rename)."""
+                   weights: dict[str, np.ndarray], report: dict, extra_members: Optional[dict] = None) -> None:
+    """Write the artifact atomically (temp file in the same folder, then rename). `extra_members`:
+    name -> bytes of further members (a generation model's tokenizer.json)."""
     out_dir = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="inferx-artifact-") as tmp:
@@ -180,6 +184,11 @@ def write_artifact(out_path: str, manifest: Manifest, module_bytes: bytes,
         with open(report_path, "w") as f:
             json.dump(report, f, indent=1, sort_keys=True)
         members.append((REPORT, report_path))
+        for name, data in sorted((extra_members or {}).items()):
+            path = os.path.join(tmp, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            members.append((name, path))
         manifest.members = {name: sha256_file(p) for name, p in members}
         manifest_bytes = json.dumps(manifest.to_json(), indent=1, sort_keys=True).encode()
         partial = out_path + ".partial"

@@ -18,6 +18,7 @@ from inferx_compiler.passes.infra.registry import disableable
 from inferx_compiler.errors import InferXError, TargetError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.build import resolve_build
+from inferx_compiler.frontend.llm.source import is_llm_source
 from inferx_compiler.targets import all_targets, format_target_table, get_target
 from inferx_compiler.cli.common import (CONTEXT_SETTINGS, click_main, command_argv, completion_epilog, existing_file,
                      existing_path, options_namespace, run_cli, run_isolated)
@@ -35,6 +36,16 @@ Examples:
 
 
 DEFAULT_CHECK_TARGET = "cpu"  # --check without --target: will it build for this machine?
+
+
+def _model_path(ctx, param, value):
+    """An ONNX file, or a generation model: a Hugging Face folder (config.json) or a .gguf file."""
+    if value is not None and os.path.isdir(value) and not is_llm_source(value):
+        raise click.BadParameter(f"{value}: a folder without config.json (a Hugging Face model folder has one); "
+                                 f"give an .onnx or .gguf file or a model folder", ctx=ctx, param=param)
+    if value is not None and not os.path.isdir(value):
+        return existing_file(ctx, param, value)
+    return value
 
 
 def _target_name(ctx, param, value):
@@ -100,7 +111,7 @@ def _conv_algorithms_option(ctx, param, value):
 
 @click.command("inferx-compile", context_settings=CONTEXT_SETTINGS,
                epilog=EXAMPLES + "\n" + completion_epilog("inferx-compile"))
-@click.argument("model", required=False, callback=existing_file)
+@click.argument("model", required=False, callback=_model_path)
 @click.option("--target", callback=_target_name, help="target name (see --list-targets)",
               shell_complete=lambda ctx, param, incomplete: [t for t in all_targets() if t.startswith(incomplete)])
 @click.option("-o", "--output", help="output path (artifact .ixa, or the --emit stage)")
@@ -182,6 +193,16 @@ def _conv_algorithms_option(ctx, param, value):
                    "with its source (tuned / IREE), and each pass decision per ONNX node")
 @click.option("--no-measure", is_flag=True,
               help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
+@click.option("--prefill-lengths", metavar="32,128", callback=_batch_sizes,
+              help="generation models: the prompt chunk lengths prefill entry points take (default 32,128)")
+@click.option("--max-seq", type=click.IntRange(min=2), default=512, show_default=True, metavar="N",
+              help="generation models: cache rows per sequence (prompt + new tokens, plus one scratch row)")
+@click.option("--kv-cache-dtype", default="fp32", show_default=True,
+              type=click.Choice(("fp32", "fp16", "bf16", "int8", "fp8")),
+              help="generation models: the KV cache's element type")
+@click.option("--with-logits", is_flag=True,
+              help="generation models: also entry points that return logits instead of sampled ids "
+                   "(for comparisons against a reference)")
 @click.option("--list-targets", is_flag=True, help="print the target table and exit")
 @click.option("--dump-pipeline", is_flag=True,
               help="print every stage of the pipeline this build runs and exit")
@@ -226,7 +247,7 @@ def _check_usage(args) -> None:
                                  param_hint="'--tuning-db'")
     if (args.input_shapes or args.input_values) and args.model:
         _check_input_shapes(args.model, dict(args.input_shapes), dict(args.input_values))
-    if args.batch_sizes and args.model and not args.input_shapes:
+    if args.batch_sizes and args.model and not args.input_shapes and not is_llm_source(args.model):
         _check_batch_dim(args.model)
 
 
@@ -287,6 +308,8 @@ def _work(args) -> int:
     if not args.model:
         raise InferXError("no model given: inferx-compile MODEL.onnx --target T -o OUT")
     log = BuildLog(quiet=args.quiet)
+    if is_llm_source(args.model):
+        return _work_llm(args, options, log)
     if args.check:
         return _check(args, options, log)
     if (args.emit_plan or args.plan_chart) and not args.output:
@@ -315,6 +338,34 @@ def _work(args) -> int:
         _write_bytes(out, result.output)
     if cached is not None:
         cached.store(out)
+    return _finish(args, out, t0, log, {"dispatches": result.dispatches, "decisions": result.decisions})
+
+
+def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
+    """A generation model (a Hugging Face folder or a GGUF file): prefill and decode entry points."""
+    from inferx_compiler.driver import compile_llm
+    from inferx_compiler.frontend.llm.frontend import GenerationShapes
+
+    refused = [flag for flag, given in (("--check", args.check), ("--tune", args.tune),
+                                        ("--tune-prepare", args.tune_prepare), ("--emit-plan", args.emit_plan),
+                                        ("--input-shape", args.input_shapes), ("--input-value", args.input_values),
+                                        ("--calibration", args.calibration)) if given]
+    if refused:
+        raise InferXError(f"{', '.join(refused)}: not for generation models ({args.model})")
+    if args.kv_cache_dtype != "fp32":
+        raise InferXError(f"--kv-cache-dtype {args.kv_cache_dtype}: generation models keep an fp32 cache so "
+                          f"far (fp16/bf16/int8 caches are not built yet; fp8 needs Hopper code IREE 3.13 "
+                          f"does not generate)")
+    shapes = GenerationShapes(prefill_lengths=tuple(args.prefill_lengths or (32, 128)),
+                              batch_sizes=tuple(args.batch_sizes or (1,)), max_seq=args.max_seq,
+                              logits=args.with_logits)
+    out = args.output or _default_output(args.model.rstrip("/"), args.emit)
+    t0 = time.monotonic()
+    result = compile_llm(args.model, options, shapes, log)
+    if args.emit == "artifact":
+        write_result(result, out, options, log)
+    else:
+        _write_bytes(out, result.output)
     return _finish(args, out, t0, log, {"dispatches": result.dispatches, "decisions": result.decisions})
 
 

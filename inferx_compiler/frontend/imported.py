@@ -28,6 +28,8 @@ class ImportedModel:
     uses_float64: bool = False  # the model computes in float64 (IREE must not demote it)
     onnx: Any = None  # onnx_import.PreparedModel for ONNX models (precision plans, node names)
     notes: list[str] = field(default_factory=list)  # warnings the driver repeats on failure
+    generation: Optional[dict] = None  # generation models: config, entries, cache (the manifest's record)
+    members: dict = field(default_factory=dict)  # extra artifact members: name -> bytes (a tokenizer)
 
 
 class Frontend(Protocol):

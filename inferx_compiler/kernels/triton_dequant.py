@@ -3,10 +3,10 @@ compiled ahead of time (no GPU needed), for the weight-only layers inferx-quanti
 makes on CUDA targets.
 
 IREE 3.13 compiles such a layer (f16 activations, the weight dequantized in the matmul's
-dispatch) into a matrix-vector loop that reads the packed weight far below the memory's rate:
-the 8x4096^2 MLP at batch 1 took 1.31 ms in int4 on an H200 whose copy rate moves its 69 MB of
-weights and scales in 16.5 us. A layer with few rows is a pass over its weight, so this kernel is
-built to stream it: each program takes BN weight rows (the weight is stored reduction-innermost,
+dispatch) into a matrix-vector loop that reads the packed weight far below the memory's rate
+(the 8x4096^2 MLP at batch 1 in int4: about 80x the time its weights and scales take at the
+GPU's copy rate; docs/levers/gpu-int4-matvec.md). A layer with few rows is a pass over its
+weight, so this kernel is built to stream it: each program takes BN weight rows (the weight is stored reduction-innermost,
 [N, K], so a row is K contiguous values: 16-byte loads) and one slice of K, and computes
 
     out[s, m, n] = sum_{k in slice s} x[m, k] * w[n, k] * scale          (+ init[m, n] when S = 1)
@@ -22,11 +22,10 @@ tensor-core form's f16-scaled weights), f32 sums a group; with `programs` set, x
 registers and each program takes whole weight rows in turn (`_RESIDENT_LOADS`); builds take its
 word form there (`words`: the weight as 32-bit words, x as the f16 pairs of each word,
 INT4_WORDS_DOT: four words a call, 14.75 instructions a word, no relayout), each next tile
-loaded ahead, under a register budget (`max_registers`), which took the 8x4096^2 MLP's layers
-from 58 to 44 us on an H100 (docs/bench/2026-12-06-int4-words/), 43 with four words a call and
-8 rows on 8 warps (docs/bench/2026-12-06-int4-words4/: reading alone, a launch a layer, takes
-42). Slices (S > 1, the grid's second dimension) put more loads in flight for a narrow output
-and are summed by the caller.
+loaded ahead, under a register budget (`max_registers`): together about as fast as a kernel
+that only reads the weights, a launch a layer (docs/levers/gpu-int4-matvec.md). Slices (S > 1,
+the grid's second dimension) put more loads in flight for a narrow output and are summed by the
+caller.
 
 With one slice the kernel can also finish the elementwise ops after the product (an `Epilogue`,
 as passes/analysis/matmul_epilogue.py finds it for the Hopper matmuls: bias, activation, the f16 cast

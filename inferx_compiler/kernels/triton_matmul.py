@@ -2,7 +2,7 @@
 
 IREE 3.13's CUDA code is Ampere-class (mma.sync); on an H200 its f16 matmuls run at 60-125
 TFLOP/s. The same shapes through this kernel, compiled by Triton for sm_90a (wgmma, software
-pipelined cp.async), ran 2.5-4x faster in isolation (docs/bench/2026-12-02-h200-extern/). The
+pipelined cp.async), ran several times faster in isolation (docs/levers/hopper-matmul.md). The
 kernel computes, for one output tile and one slice of the reduction,
 
     out[s, m, n] = init[m, n] (when HAS_INIT) + sum_{k in slice s} a[m, k] * b[k, n]

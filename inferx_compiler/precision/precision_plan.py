@@ -161,9 +161,9 @@ def candidates(target: Target) -> list[str]:
 
 def layer_candidates(target: Target, layer: Layer) -> list[str]:
     """candidates(target) for one layer: on CPUs a layer whose rows are tokens leaves int4 out (a
-    compute-bound product: the u8 x s4 kernel sums per group and ran BERT-base 10-15% slower
-    than int8, docs/bench/2026-12-02-cpu-int4-kernel-bert/; int4's gain, bytes, matters where
-    the weight is streamed, as in an MLP's batch rows)."""
+    compute-bound product: the u8 x s4 kernel sums per group and ran BERT-base slower than int8,
+    docs/levers/cpu-precision-kernels.md; int4's gain, bytes, matters where the weight is
+    streamed, as in an MLP's batch rows)."""
     options = candidates(target)
     if target.backend == "llvm-cpu" and layer.token_rows:
         return [p for p in options if p != "int4"]

@@ -14,7 +14,7 @@ configuration of a given shape is a measurement. Three steps, which can run on t
                           hold twice the GPU's L2 cache: each product streams its weights from
                           memory as it does in the model (one weight matrix repeated stays in
                           the L2: a first version measured so and picked narrow tiles that were
-                          15% slower in BERT, docs/bench/2026-12-02-h200-tune/).
+                          slower in BERT, docs/levers/tuning.md).
     measure   (GPU)       per form: seeded random inputs on the device, each function's output
                           checked against IREE's own (relative L2 within MAX_ERROR, else the
                           candidate is rejected), then WARMUP calls and ROUNDS timed ones; a

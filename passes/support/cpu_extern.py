@@ -252,12 +252,8 @@ class KernelProduct:
         blocks (518 rows) a tile. Columns (of all images where they are joined): all of them up
         to 8 panels, else as many as the kernel's held-panel buffer takes (F32_HELD_FLOATS: a
         row block's products run over all of them, writing its output rows along the row) where
-        that still spreads the workgroups evenly over the workers, else 4 a tile.
-        One Xeon core (two): ResNet-50's 256-filter 14x14 layer alone at 98x128 tiles 119 (226)
-        GFLOP/s, 266x32 144 (226), 140x224 (236); the 512-filter 7x7 one at 266x64 (199)
-        against 518x32 (187) (docs/bench/2026-12-04-cpu-conv-kernel/). Held panels, 2 threads,
-        8 images with the residual: the 64 -> 256 layer at 56x56, 266x128 tiles 4.9 ms, 266x768
-        3.2; the 256 -> 64 one, 70x128 4.0, 70x192 3.5 (docs/bench/2026-12-05-cpu-held-panels/)."""
+        that still spreads the workgroups evenly over the workers, else 4 a tile. Tall tiles and
+        wide held-panel tiles measured fastest on ResNet-50's layers (docs/levers/f32-kernel.md)."""
         if self.conv.pixel_rows:
             return self._pixel_rows_tile()
         blocks = -(-self.m // F32_LEFT_ROWS)

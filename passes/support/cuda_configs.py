@@ -3,9 +3,9 @@ sized from the loop nest.
 
 IREE 3.13 configures an all-parallel `linalg.generic` whose input is read through a window map
 (`x[n, c, oh*s + kh, ow*s + kw]`, what inferx-conv-strategy's im2col writes) with TileAndFuse
-workgroups of 32 threads over a 4x8 output tile, one element per thread. On an H200 (2026-12-01,
-CUPTI kernel times, ResNet-50 b8 fp16) those copies ran at ~0.3 TB/s and took 2 of the call's
-4.3 ms of kernel time.
+workgroups of 32 threads over a 4x8 output tile, one element per thread: those copies ran far
+below the GPU's copy rate and took about half of ResNet-50's kernel time at
+batch 8 (docs/levers/gpu-dispatch-config.md).
 
 The rule: the workgroup covers whole output rows (the innermost loop entirely) and as many of the
 next loop's iterations as fit 256 threads; each thread writes `vector` consecutive elements of a
@@ -17,12 +17,11 @@ Elementwise dispatches (every op in the dispatch all-parallel, every map a proje
 the root's innermost loop the output's innermost dimension: bias, activation and truncation
 epilogues, transposes of outer dimensions) get the same shape of configuration with
 4 elements per thread and rows cut into tiles of up to 1024 elements: IREE gives them 32-thread
-workgroups over 128 elements. Measured on an H200 (2026-12-02, CUPTI): the f32 -> f16 bias epilogue
-of a 1024x3072 matmul took 19 us under IREE's configuration (~1 TB/s; the matmul itself 12 us on
-inferx-hopper-matmul's kernel), in the models (same rounds) ResNet-50 b8 2.35 -> 1.82 ms. A
-root whose innermost loop is not the output's innermost dimension (BERT's keys transposed for
-attention, 8x128x768 written as 8x768x128) took 2.4 -> 12.9 us with it: there the loop strides
-the output, so those keep IREE's configuration, as do dispatches under ELEMENTWISE_MIN elements.
+workgroups over 128 elements, under which a matmul's bias epilogue took longer than the matmul.
+A root whose innermost loop is not the output's innermost dimension (BERT's keys transposed for
+attention) was slower with the rule, since the loop strides the output: those keep IREE's
+configuration, as do dispatches under ELEMENTWISE_MIN elements. Figures:
+docs/levers/gpu-dispatch-config.md.
 """
 
 from __future__ import annotations

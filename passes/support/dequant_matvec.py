@@ -5,7 +5,7 @@ inferx-quantize-contractions builds a CUDA weight-only layer whose rows are not 
 batch: a matrix-vector product) with its weight stored reduction-innermost, [N, K] int8 or
 [N, K/G, G] int4 with f16 scales. IREE 3.13 compiles `truncf(x) . dequantize(w)` there into a
 loop that reads the packed weight far below the memory's rate (the 8x4096^2 MLP at batch 1 in
-int4: 1.31 ms on an H200 against 16.5 us of weight bytes at its copy rate). This module builds,
+int4: about 80x the time its weight bytes take at the GPU's copy rate). This module builds,
 for such a layer,
 
     p[S, M, N] = extern(x16[M, K], wq, scale[, y0])      (the kernel; y0 read when S = 1)
@@ -17,23 +17,19 @@ for such a layer,
 Configuration (`matvec_spec`): 64 weight rows a program, one int4 group (or 128 int8 values) a
 step, 16 activation rows a program (zero-padded; 64 above 16 rows), 4 warps, 3 stages; K split
 in S slices, the smallest power of two that gives every SM three programs, at most 8, with at
-least two steps a slice (eight for 64-row tiles). The sweep's best for the MLP's 4096x4096
-layers: 1 and 8 rows in 16-row tiles of 64 weight rows, split 8; 64 rows in one 64-row tile,
-split 4 (139 us for 8 layers against 181 with 16-row tiles). Up to 16 int4 rows whose product is
-followed by elementwise ops take one slice instead (32 weight rows, two groups a step, 4 stages)
-and finish those ops: slower in the kernel (84.5 against 75.2 us for the eight layers with their
-sums) but a launch fewer a layer, which IREE's per-call host work makes the larger cost (the MLP
-at batch 1: 0.222 -> 0.209 ms a call). One int4 row takes the dot-free form instead, always in
-one slice (`_one_row_spec`): f16 products on the CUDA cores rather than a 16-row tensor-core tile
-that is 15/16 padding, with x loaded once a program where the whole row fits (the MLP's eight
-layers in the model, same run: 85 -> 55 us of kernel time, 0.193 -> 0.157 ms a call); there the
-weights are loaded as 32-bit words and multiplied by x held as the f16 pairs of each word (no
-relayout between them), each next tile loaded before this one's products, under a budget of 128
-registers that makes ptxas issue a tile's loads at once (the MLP b1 on an H100, same run: kernels
-58 -> 44 us, 0.175 -> 0.149 ms a call; docs/bench/2026-12-06-int4-words/), four words a product
-call and 8 rows a tile on 8 warps (46 -> 43 us, 1.93x the bytes floor, where a kernel that only
-reads, a launch a layer, takes 1.89x: docs/bench/2026-12-06-int4-words4/). Measured on an H200
-(tools/bench/gpu_dequant_sweep.py, docs/bench/2026-12-03-h200-int4/, docs/bench/2026-12-04-h200-int4-row/).
+least two steps a slice (eight for 64-row tiles): the sweep's best for the MLP's 4096x4096
+layers (1 and 8 rows in 16-row tiles of 64 weight rows, split 8; 64 rows in one 64-row tile,
+split 4). Up to 16 int4 rows whose product is followed by elementwise ops take one slice instead
+(32 weight rows, two groups a step, 4 stages) and finish those ops: slower in the kernel but a
+launch fewer a layer, which IREE's per-call host work makes the larger cost. One int4 row takes
+the dot-free form instead, always in one slice (`_one_row_spec`): f16 products on the CUDA cores
+rather than a 16-row tensor-core tile that is 15/16 padding, with x loaded once a program where
+the whole row fits; there the weights are loaded as 32-bit words and multiplied by x held as the
+f16 pairs of each word (no relayout between them), each next tile loaded before this one's
+products, under a budget of 128 registers that makes ptxas issue a tile's loads at once, four
+words a product call and 8 rows a tile on 8 warps (about as fast as a kernel that only reads
+the weights, a launch a layer). Each step's figures (H200 sweeps, H100 runs):
+docs/levers/gpu-int4-matvec.md.
 Declined (the caller keeps IREE's form): dynamic rows, more than 64 rows, int8 below 16 rows
 (IREE's matrix-vector code is as fast there, in fewer dispatches), shapes the kernel
 does not take (an int4 group that is not a power of two of at least 16, K not a multiple of a
@@ -47,25 +43,20 @@ from typing import Optional
 from inferx_compiler.passes.support.extern_dispatch import ExternalKernel, declare, replace_product
 
 MAX_ROWS = 64
-# int8 below this many rows stays IREE's: on the H200 its matrix-vector loop read the MLP's int8
-# weights at 2 TB/s (8.6 us a layer) against the kernel's 6.5 us plus the split-K sum, 0.148
-# against 0.176 ms a call at batch 1; at 64 rows the kernel won, 0.506 -> 0.305 ms.
+# int8 below this many rows stays IREE's: its matrix-vector loop reads an int8 weight about as fast
+# as the kernel plus its split-K sum, in fewer dispatches; at 64 rows the kernel wins
+# (docs/levers/gpu-int4-matvec.md).
 MIN_INT8_ROWS = 16
 BLOCK_N = 64
 MAX_SPLIT = 8
 # one slice with the epilogue fused (int4, up to 16 rows): the sweep's best one-slice tile
-# (docs/bench/2026-12-03-h200-int4/sweep/dequant_sweep_split1.json: 84.5 us for the MLP's eight
-# layers against 75.2 for split 8 plus its sums, before the dispatches those sums add)
+# (docs/levers/gpu-int4-matvec.md)
 FUSED_BLOCK_N = 32
 FUSED_STEP = 256
 PROGRAMS_PER_SM = 3
-# one int4 row (tools/bench/gpu_dequant_sweep.py on an H200, docs/bench/2026-12-04-h200-int4-row/,
-# 8 layers of 4096x4096, kernel time): the tensor-core form's best one-slice tile 71 us; the
-# dot-free form (f16 products on the CUDA cores) in one run x resident 44 us, tiles of 8 rows in
-# steps of 2048 values 50 us; 4 rows and 4 programs a SM the sweep's best for x resident then. With
-# the word products (INT4_WORDS_DOT), in the model on an H100 (docs/bench/2026-12-06-int4-words4/, two
-# runs): 8 rows on 8 warps, 2 programs a SM 43 us of kernels against 45 for 4 rows on 4 warps, 4 a SM
-# (fewer cross-warp reductions a row); 6 a SM at 80 registers 45, 2 rows or one tile a program 49-52
+# one int4 row, x resident, word products (INT4_WORDS_DOT): 8 rows on 8 warps, 2 programs a SM,
+# the fastest in the model (fewer cross-warp reductions a row than 4 rows on 4 warps, 4 a SM);
+# the dot-free form beats the tensor-core form's best one-slice tile (docs/levers/gpu-int4-matvec.md)
 RESIDENT_BLOCK_N = 8
 RESIDENT_WARPS = 8
 ONE_ROW_PROGRAMS_PER_SM = 2

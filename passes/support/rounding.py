@@ -1,10 +1,8 @@
 """Round half to even inside a generic's body, in a form IREE 3.13 compiles to vector code.
 
 `math.roundeven` is the op's natural spelling, but IREE 3.13's x86 code for it is slow: the
-int8 activation quantization of BERT-base's FFN (128x3072 f32 -> i8, fused with the pack for the
-s8 matmul microkernel) took 333 us a call with `math.roundeven` and 104 us with this form, the
-whole model at batch 1 44.0 -> 36.4 ms (AMD EPYC Zen 5, 2 threads, 2026-12-02), outputs bit for
-bit the same. The form:
+int8 activation quantization of BERT-base's FFN took about 3x as long with `math.roundeven` as
+with this form, outputs bit for bit the same (docs/levers/cpu-precision-kernels.md). The form:
 
     m = copysign(2^23, v)
     r = |v| < 2^23 ? (v + m) - m : v

@@ -1,0 +1,350 @@
+"""Our own Llama-family decoder (Llama / Mistral / Qwen2 / SmolLM) in PyTorch, export-friendly.
+
+Pieces: `RMSNorm`, RoPE (`rope_cos_sin`, `apply_rope`; scaling folded into the inverse
+frequencies by `config.rope_inv_freq`), `Attention` (GQA without repeating KV heads),
+`MLP` (SwiGLU), `DecoderLayer`, `LlamaDecoder`.
+
+KV cache: one float32 tensor that the entry points MUTATE in place,
+
+    cache[layers, 2 (k, v), batch_slots, kv_heads, max_seq, head_dim]
+
+`max_seq - 1` positions are usable per slot: the last row of every (layer, k/v, slot, head) is
+a scratch row that padded tokens of a ragged prefill chunk are written to (so padded writes can
+never clobber a real position or fall out of bounds). Each step reads the cache for the old
+positions, attends to its own new keys/values directly, and writes all layers' new k/v with a
+single `index_copy_` at the end (one scatter).
+
+Entry points (separate modules, static shapes, suitable for torch.export):
+  * `Prefill(model)(tokens[B,T], start[B], lens[B], cache, temperature, top_k, top_p, seed)` ->
+    the next token id of each sequence, sampled on the device (`sample_tokens`). Token t of
+    sequence b sits at position start[b] + t; tokens t >= lens[b] are padding.
+  * `Decode(model, output)(tokens[B,1], positions[B], cache[, temperature, top_k, top_p, seed])` ->
+    ids[B]: the argmax ("greedy", no sampling inputs) or sampled ("sample").
+  Built with output="logits", either returns the logits [B, vocab] instead (references, tests).
+
+Attention masks: key s of the cache is visible to query (b, t) iff s < start[b] (and, with a
+sliding window, p - s < window); new keys j of the chunk iff j <= t. Sequences of different
+lengths therefore share one batch (ragged batches).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inferx_compiler.frontend.llm.config import DecoderConfig, rope_inv_freq
+
+NEG = -1.0e30  # finite "minus infinity" for masked scores (avoids inf-inf NaNs anywhere)
+
+
+def cache_shape(cfg: DecoderConfig, batch: int, max_seq: int) -> tuple[int, ...]:
+    """Shape of the KV cache tensor for `batch` slots of `max_seq` rows (max_seq-1 usable)."""
+    return (cfg.layers, 2, batch, cfg.kv_heads, max_seq, cfg.head_dim)
+
+
+def new_cache(cfg: DecoderConfig, batch: int, max_seq: int) -> torch.Tensor:
+    return torch.zeros(cache_shape(cfg, batch, max_seq), dtype=torch.float32)
+
+
+class RMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * weight, computed in float32 (as transformers does)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        var = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(var + self.eps))
+
+
+def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin of shape [B, T, head_dim] for integer positions [B, T] (HF 'rotate_half' layout)."""
+    freqs = positions.to(torch.float32)[..., None] * inv_freq  # [B, T, D/2]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, H, T, D]; cos/sin [B, T, D]."""
+    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+
+
+class Attention(nn.Module):
+    """Grouped-query attention reading a cache slice; KV heads are never repeated.
+
+    Queries are laid out [B, kv_heads, group*T, D] so each KV head is read once per group with a
+    plain batched matmul against [B, kv_heads, S, D]."""
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        d, h, kvh = cfg.head_dim, cfg.heads, cfg.kv_heads
+        self.cfg = cfg
+        self.q = nn.Linear(cfg.hidden, h * d, bias=cfg.attention_bias)
+        self.k = nn.Linear(cfg.hidden, kvh * d, bias=cfg.attention_bias)
+        self.v = nn.Linear(cfg.hidden, kvh * d, bias=cfg.attention_bias)
+        self.o = nn.Linear(h * d, cfg.hidden, bias=False)
+        self.scale = 1.0 / math.sqrt(d)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, cache_mask, self_mask):
+        """x [B,T,hidden]; k_cache/v_cache [B,kvh,S,D]; cache_mask [B,1,1,T,S] and
+        self_mask [1|B,1,1,T,T] (bool, True = visible). Returns (out [B,T,hidden], k, v [B,kvh,T,D])."""
+        cfg = self.cfg
+        B, T, _ = x.shape
+        kvh, g, d = cfg.kv_heads, cfg.group, cfg.head_dim
+        q = self.q(x).view(B, T, cfg.heads, d).transpose(1, 2)  # [B, H, T, D]
+        k = self.k(x).view(B, T, kvh, d).transpose(1, 2)  # [B, kvh, T, D]
+        v = self.v(x).view(B, T, kvh, d).transpose(1, 2)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        qg = q.reshape(B, kvh, g * T, d) * self.scale  # head h = kv_head * g + i
+        s_cache = torch.matmul(qg, k_cache.transpose(-1, -2)).view(B, kvh, g, T, -1)
+        s_self = torch.matmul(qg, k.transpose(-1, -2)).view(B, kvh, g, T, T)
+        s_cache = torch.where(cache_mask, s_cache, NEG)
+        s_self = torch.where(self_mask, s_self, NEG)
+        S = k_cache.shape[2]
+        p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1)
+        p_cache = p[..., :S].reshape(B, kvh, g * T, S)
+        p_self = p[..., S:].reshape(B, kvh, g * T, T)
+        out = torch.matmul(p_cache, v_cache) + torch.matmul(p_self, v)  # [B, kvh, g*T, D]
+        out = out.view(B, cfg.heads, T, d).transpose(1, 2).reshape(B, T, cfg.heads * d)
+        return self.o(out), k, v
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.gate = nn.Linear(cfg.hidden, cfg.intermediate, bias=False)
+        self.up = nn.Linear(cfg.hidden, cfg.intermediate, bias=False)
+        self.down = nn.Linear(cfg.intermediate, cfg.hidden, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.hidden, cfg.rms_eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = RMSNorm(cfg.hidden, cfg.rms_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, cache_mask, self_mask):
+        a, k, v = self.attn(self.attn_norm(x), cos, sin, k_cache, v_cache, cache_mask, self_mask)
+        x = x + a
+        return x + self.mlp(self.mlp_norm(x)), k, v
+
+
+# canonical weight name (weights.py) -> parameter name in LlamaDecoder
+def param_name(canonical: str) -> str:
+    top = {"embed": "embed.weight", "norm": "norm.weight", "lm_head": "lm_head.weight"}
+    if canonical in top:
+        return top[canonical]
+    _, i, part = canonical.split(".", 2)
+    sub = {"attn_norm": "attn_norm.weight", "mlp_norm": "mlp_norm.weight",
+           "q": "attn.q.weight", "k": "attn.k.weight", "v": "attn.v.weight", "o": "attn.o.weight",
+           "q_bias": "attn.q.bias", "k_bias": "attn.k.bias", "v_bias": "attn.v.bias",
+           "gate": "mlp.gate.weight", "up": "mlp.up.weight", "down": "mlp.down.weight"}[part]
+    return f"layers.{i}.{sub}"
+
+
+class LlamaDecoder(nn.Module):
+    """The whole decoder; `step` runs T tokens per sequence against the cache and mutates it."""
+
+    def __init__(self, cfg: DecoderConfig, rope_freqs=None, device=None):
+        super().__init__()
+        self.cfg = cfg
+        with torch.device(device or "cpu"):
+            self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+            self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.layers))
+            self.norm = RMSNorm(cfg.hidden, cfg.rms_eps)
+            self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        # a plain attribute (not a buffer): torch.export lifts it as a small constant
+        self.inv_freq = torch.from_numpy(rope_inv_freq(cfg, rope_freqs))
+
+    @classmethod
+    def from_state(cls, cfg: DecoderConfig, state: dict[str, np.ndarray]) -> "LlamaDecoder":
+        """Build with weights from a canonical-name state (weights.load_*)."""
+        with torch.device("meta"):
+            m = cls(cfg, state.get("rope_freqs"), device="meta")
+        params = {param_name(k): torch.from_numpy(np.array(v, dtype=np.float32))
+                  for k, v in state.items() if k != "rope_freqs"}
+        m.load_state_dict(params, strict=True, assign=True)
+        return m.eval()
+
+    def canonical_names(self) -> list[str]:
+        from inferx_compiler.frontend.llm.weights import expected_names
+
+        return expected_names(self.cfg)
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        return torch.matmul(self.norm(h), w.t())
+
+    def step(self, tokens, start, lens, cache, all_logits: bool = False):
+        """Run tokens [B,T] at positions start[b]+t; write their k/v into `cache` in place.
+
+        Returns logits [B, vocab] at each sequence's last valid token (t = lens[b]-1), or
+        [B, T, vocab] with all_logits."""
+        cfg = self.cfg
+        B, T = tokens.shape
+        L, _, Bc, kvh, S, D = cache.shape
+        t_idx = torch.arange(T, dtype=torch.int64)
+        pos = start[:, None] + t_idx[None, :]  # [B, T]
+        cos, sin = rope_cos_sin(self.inv_freq, pos)
+        s_idx = torch.arange(S, dtype=torch.int64)
+        cache_mask = s_idx[None, None, :] < start[:, None, None]  # [B, 1, S] -> [B,T,S]
+        if cfg.sliding_window:
+            cache_mask = cache_mask & (pos[:, :, None] - s_idx[None, None, :] < cfg.sliding_window)
+        else:
+            cache_mask = cache_mask.expand(B, T, S)
+        cache_mask = cache_mask[:, None, None]  # [B, 1, 1, T, S]
+        self_mask = t_idx[None, :] <= t_idx[:, None]  # [T(query), T(key)]
+        if cfg.sliding_window:
+            self_mask = self_mask & (t_idx[:, None] - t_idx[None, :] < cfg.sliding_window)
+        self_mask = self_mask[None, None, None]
+
+        x = self.embed(tokens)
+        new_k, new_v = [], []
+        for i, layer in enumerate(self.layers):
+            x, k, v = layer(x, cos, sin, cache[i, 0], cache[i, 1], cache_mask, self_mask)
+            new_k.append(k)
+            new_v.append(v)
+        write_cache(cache, torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1), pos, lens)
+        if all_logits:
+            return self.logits(x)
+        last = (lens - 1).clamp(min=0)
+        h = torch.gather(x, 1, last[:, None, None].expand(B, 1, cfg.hidden))[:, 0]
+        return self.logits(h)
+
+
+def write_cache(cache: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, lens: torch.Tensor) -> None:
+    """Scatter kv [L, 2, B, kvh, T, D] into cache [L, 2, B, kvh, S, D] at rows pos[b, t].
+
+    Padding tokens (t >= lens[b]) go to the scratch row S-1. One `index_copy_` on a flat
+    [L*2*B*kvh*S, D] view of the cache, i.e. one scatter of L*2*B*kvh*T rows."""
+    L, two, B, kvh, S, D = cache.shape
+    T = kv.shape[4]
+    t_idx = torch.arange(T, dtype=torch.int64)
+    rows = torch.where(t_idx[None, :] < lens[:, None], pos, S - 1)  # [B, T]
+    base = torch.arange(L * two * B * kvh, dtype=torch.int64).view(L, two, B, kvh, 1) * S
+    index = (base + rows[None, None, :, None, :]).reshape(-1)  # [L*2*B*kvh*T]
+    cache.view(-1, D).index_copy_(0, index, kv.reshape(-1, D))
+
+
+# ----------------------------------------------------------------------------- sampling on the device
+#
+# A decode step returns token ids, not logits: the sampler runs in the exported graph. It needs
+# neither sort nor cumsum (which the linalg-on-tensors lowering lacks): the top-k and top-p
+# thresholds are found by bisection on the logit value (the count, resp. the probability mass,
+# above a value falls as the value grows), and the draw among the kept tokens is Gumbel-max with
+# noise from a counter-based integer hash of (seed, position, token id): seeded, reproducible, the
+# same in torch and in the compiled module, no RNG state on the device.
+
+BISECTION_STEPS = 24  # halvings of the logit range: thresholds to 6e-8 of it
+_MASK32 = 0xFFFFFFFF
+
+
+def hash32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer mix (Wellons' lowbias32) in int64 arithmetic, masked to 32 bits at each
+    step (products wrap in int64, their low 32 bits are exact)."""
+    x = x & _MASK32
+    x = x ^ (x >> 16)
+    x = (x * 0x7FEB352D) & _MASK32
+    x = x ^ (x >> 15)
+    x = (x * 0x846CA68B) & _MASK32
+    return x ^ (x >> 16)
+
+
+def uniform_noise(seed: torch.Tensor, position: torch.Tensor, vocab: int) -> torch.Tensor:
+    """u in (0, 1) of shape [B, vocab] from (seed[B], position[B], token id)."""
+    row = hash32(hash32(seed) ^ (position * 0x9E3779B1))
+    ids = torch.arange(vocab, dtype=torch.int64)
+    bits = hash32(row[:, None] ^ (ids[None, :] * 0x85EBCA6B))
+    return (bits.to(torch.float32) + 0.5) * (1.0 / 4294967296.0)
+
+
+def _bisect(lo: torch.Tensor, hi: torch.Tensor, enough) -> torch.Tensor:
+    """The largest value v in [lo, hi] (per row) with enough(v) true, enough falling in v."""
+    for _ in range(BISECTION_STEPS):
+        mid = (lo + hi) * 0.5
+        ok = enough(mid)
+        lo = torch.where(ok, mid, lo)
+        hi = torch.where(ok, hi, mid)
+    return lo
+
+
+def sample_tokens(logits, temperature, top_k, top_p, seed, position) -> torch.Tensor:
+    """Token ids [B] from logits [B, V]: argmax where temperature <= 0, else temperature, top-k
+    (0: off) then top-p (1: off) over the renormalized rest, drawn with the seeded noise."""
+    V = logits.shape[-1]
+    greedy = temperature <= 0
+    z = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
+    lo, hi = z.min(-1).values, z.max(-1).values
+    k = torch.where(top_k > 0, top_k.clamp(max=V), torch.full_like(top_k, V)).to(torch.float32)
+    tau_k = _bisect(lo, hi, lambda v: (z >= v[:, None]).to(torch.float32).sum(-1) >= k)
+    kept_k = z >= tau_k[:, None]
+    p = torch.softmax(torch.where(kept_k, z, NEG), dim=-1)
+    mass_needed = torch.where(top_p < 1.0, top_p, torch.full_like(top_p, 2.0))
+    tau_p = _bisect(lo, hi, lambda v: torch.where(z >= v[:, None], p, 0.0).sum(-1) >= mass_needed)
+    tau_p = torch.where(top_p < 1.0, tau_p, lo)
+    keep = kept_k & (z >= tau_p[:, None])
+    gumbel = -torch.log(-torch.log(uniform_noise(seed, position, V)))
+    sampled = torch.argmax(torch.where(keep, z + gumbel, NEG), dim=-1)
+    return torch.where(greedy, torch.argmax(logits, dim=-1), sampled)
+
+
+class Prefill(nn.Module):
+    """Export entry: a chunk of each prompt, its k/v written into the cache in place.
+
+    (tokens[B,T], start[B], lens[B], cache, temperature[B], top_k[B], top_p[B], seed[B]) -> ids[B]:
+    the token after each sequence's last valid one, sampled on the device. output="logits": the
+    logits [B, vocab] of that token instead (references, tests)."""
+
+    def __init__(self, model: LlamaDecoder, output: str = "sample"):
+        super().__init__()
+        self.model = model
+        self.output = output
+
+    def forward(self, tokens, start, lens, cache, *sampling):
+        logits = self.model.step(tokens, start, lens, cache)
+        if self.output == "logits":
+            return logits
+        temperature, top_k, top_p, seed = sampling
+        return sample_tokens(logits, temperature, top_k, top_p, seed, start + lens)
+
+
+class Decode(nn.Module):
+    """Export entry: one token per sequence, (tokens[B,1], positions[B], cache, ...) -> by `output`:
+
+      "greedy":  ids[B], the argmax (no sampling inputs: the lean step most calls take)
+      "sample":  (..., temperature[B], top_k[B], top_p[B], seed[B]) -> ids[B] (sample_tokens)
+      "logits":  logits [B, vocab] (references, tests)"""
+
+    def __init__(self, model: LlamaDecoder, output: str = "greedy"):
+        super().__init__()
+        self.model = model
+        self.output = output
+
+    def forward(self, tokens, positions, cache, *sampling):
+        lens = torch.ones_like(positions)
+        logits = self.model.step(tokens, positions, lens, cache)
+        if self.output == "logits":
+            return logits
+        if self.output == "greedy":
+            return torch.argmax(logits, dim=-1)
+        temperature, top_k, top_p, seed = sampling
+        return sample_tokens(logits, temperature, top_k, top_p, seed, positions + 1)
