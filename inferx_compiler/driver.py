@@ -55,6 +55,7 @@ class CompileResult:
     plan: object = None  # the PrecisionPlan the build used
     build: Optional[Build] = None  # what the build derived from its request
     members: dict = field(default_factory=dict)  # further artifact members (a tokenizer)
+    functions: dict = field(default_factory=dict)  # per public function: dispatches, copies, in place
 
 
 def plan_onnx_file(model_path: str, options: CompileOptions, log: BuildLog):
@@ -336,7 +337,7 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
                               "entries_used": sum(d.get("config_source", "").startswith("tuned") for d in result.dispatches)}
     return CompileResult(output=result.vmfb, manifest=manifest, dispatches=result.dispatches,
                          decisions=result.decisions, weights=weights, plan=build.plan, build=build,
-                         members=model.members)
+                         members=model.members, functions=result.functions)
 
 
 DATA_TILING_ON = "--iree-opt-data-tiling=true"
@@ -448,7 +449,7 @@ def write_result(result: CompileResult, out_path: str, options: CompileOptions =
 
 
 def _report(result: CompileResult) -> dict:
-    report = {"dispatches": result.dispatches, "decisions": result.decisions}
+    report = {"dispatches": result.dispatches, "decisions": result.decisions, "functions": result.functions}
     if result.plan is not None:  # the per-layer table as printed (the plan itself is in the manifest)
         report["precision_table"] = result.plan.table().splitlines()
     return report

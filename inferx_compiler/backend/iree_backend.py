@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from inferx_compiler.errors import PipelineError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.passes.bind_parameters import bound_keys
+from inferx_compiler.backend.stream_report import function_report
 from inferx_compiler.passes.infra.attributes import IREE_CONFIG_ATTR
 from inferx_compiler.passes.infra.build_files import BUILD_DIR  # flags name build files as {build}/NAME
 from inferx_compiler.passes.infra.pipeline import run_pipeline, save_reproducer, shorten_targets
@@ -32,6 +33,7 @@ class IreeResult:
     dispatches: list[dict] = field(default_factory=list)
     decisions: list[dict] = field(default_factory=list)  # what the passes decided, op by op
     parameter_keys: list[str] | None = None  # what the module reads from the archive (None: unknown)
+    functions: dict = field(default_factory=dict)  # per public function: dispatches, copies, in place (stream_report)
 
 
 class _Compiler:
@@ -261,6 +263,7 @@ def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
     try:
         sources = _compile_to_sources(compiler, bytecode, input_pipeline, dispatch_pipeline, log)
         dispatches = read_dispatch_report(sources)
+        functions = function_report(sources)
         log.step(f"dispatch passes ran on {len(dispatches)} dispatches")
         inv = compiler.run_phases(sources, compile_from=DISPATCH_PHASE, compile_to=None,
                                   stage="compile executable-sources to vm")
@@ -268,7 +271,7 @@ def compile_module(bytecode: bytes, flags: list[str], *, input_pipeline: str,
     finally:
         compiler.close()
     log.step(f"IREE: wrote the VM module ({len(vmfb) / 2**10:.0f} KiB)")
-    return IreeResult(vmfb, dispatches, compiler.decisions, compiler.parameter_keys)
+    return IreeResult(vmfb, dispatches, compiler.decisions, compiler.parameter_keys, functions)
 
 
 @_in_fresh_process_if_needed

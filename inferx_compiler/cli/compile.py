@@ -529,9 +529,15 @@ def _format_rss(stats: dict) -> str:
 
 
 def _model_bytes(model: str) -> int:
-    """The model file plus the external weight files beside it that it names."""
+    """The model file plus the external weight files beside it that it names (a model folder:
+    every file in it)."""
     from inferx_compiler.frontend.onnx_import import external_data_files
 
+    if os.path.isdir(model):
+        return sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model)
+                   if os.path.isfile(os.path.join(model, f)))
+    if model.endswith(".gguf"):
+        return os.path.getsize(model)
     return os.path.getsize(model) + sum(os.path.getsize(p) for p in external_data_files(model))
 
 

@@ -116,8 +116,11 @@ class Attention(nn.Module):
         p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1)
         p_cache = p[..., :S].reshape(B, kvh, g * T, S)
         p_self = p[..., S:].reshape(B, kvh, g * T, T)
-        out = torch.matmul(p_cache, v_cache) + torch.matmul(p_self, v)  # [B, kvh, g*T, D]
-        out = out.view(B, cfg.heads, T, d).transpose(1, 2).reshape(B, T, cfg.heads * d)
+        # V read through a transpose, as K is: IREE then reads the cache slice in the dispatch (with
+        # p_cache @ v_cache it copied the slice out of the cache first)
+        out = torch.matmul(v_cache.transpose(-1, -2), p_cache.transpose(-1, -2)).transpose(-1, -2)
+        out = out + torch.matmul(p_self, v)  # [B, kvh, g*T, D]
+        out = out.reshape(B, cfg.heads, T, d).transpose(1, 2).reshape(B, T, cfg.heads * d)
         return self.o(out), k, v
 
 
