@@ -48,9 +48,11 @@ def compile(module, example_inputs, target: str, output: str, *, precision: str 
                                 precision=precision, dynamic_shapes=dynamic_shapes, quiet=quiet)
 
 
-def load(path: str, device: str | None = None, verify: str | None = None):
-    """Load an `.ixa` artifact; returns a session with `run(feeds) -> dict`. `verify`: which
-    members' sha256 are checked (all, skip-weights, none; default $INFERX_VERIFY_ARTIFACT or all)."""
+def load(path: str, device: str | None = None, verify: str | None = None, weights: str | None = None):
+    """Load an `.ixa` artifact; returns a session with `run(feeds) -> dict` (a generation model: a
+    GenerationSession with `generate(prompt)`). `verify`: which members' sha256 are checked (all,
+    skip-weights, none; default $INFERX_VERIFY_ARTIFACT or all). `weights`: the model folder a
+    generation artifact built with --weights reference reads its safetensors files from."""
     from inferx_compiler.runtime.session import load as _load
 
-    return _load(path, device, verify=verify)
+    return _load(path, device, verify=verify, weights=weights)

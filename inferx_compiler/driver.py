@@ -116,21 +116,25 @@ def compile_torch_module(module, example_inputs, *, target: str, output: str, pr
     return result.manifest
 
 
-def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog) -> CompileResult:
+def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weights: str = "copy") -> CompileResult:
     """A generation model (a Hugging Face folder or a GGUF file, frontend/llm/) into prefill and
     decode entry points over a KV cache that the device keeps and every call writes in place.
-    `shapes`: frontend.llm.frontend.GenerationShapes (chunk lengths, batch sizes, cache rows)."""
-    from inferx_compiler.frontend.llm.frontend import LlmFrontend
+    `shapes`: frontend.llm.frontend.GenerationShapes (chunk lengths, batch sizes, cache rows);
+    --precision fp32/fp16/bf16 is the model's dtype (weights, activations, cache); `weights`: copy
+    (into the artifact) or reference (the folder's safetensors files, read at load time)."""
+    from inferx_compiler.frontend.llm.frontend import DTYPES, WEIGHT_MODES, LlmFrontend
     from inferx_compiler.frontend.llm.source import open_source
     from inferx_compiler.precision.precision_plan import PrecisionError
 
     build = resolve_build(options, source="llm")
-    if build.uses_plan or options.precision not in ("fp32",):
-        raise PrecisionError(f"--precision {options.precision}: generation models build at fp32 so far "
-                             f"(fp16/bf16 and weight-only int8/int4 are not wired to the LLM path yet)")
+    if options.precision not in DTYPES:
+        raise PrecisionError(f"--precision {options.precision}: generation models build at "
+                             f"{', '.join(DTYPES)} so far (weight-only int8/int4 are not wired to the LLM path yet)")
+    if weights not in WEIGHT_MODES:
+        raise ModelLoadError(f"--weights {weights}: valid: {', '.join(WEIGHT_MODES)}")
     log.step(f"reading {path}")
     model = open_source(path)
-    return compile_model(LlmFrontend(model, shapes), build, log)
+    return compile_model(LlmFrontend(model, shapes, DTYPES[options.precision], weights), build, log)
 
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
@@ -320,7 +324,8 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
         manifest.notes.append(fallback)
     if "iree-input" in manifest.pipeline:
         manifest.pipeline["iree-input"] = iree_input_pipeline(build)
-    if result.parameter_keys is not None:  # exactly what the module reads; quantized weights derived
+    referenced = model.generation is not None and model.generation["weights"]["mode"] == "reference"
+    if result.parameter_keys is not None and not referenced:  # what the module reads; quantized weights derived
         from inferx_compiler.precision import quantization
 
         weights = quantization.materialize(result.parameter_keys, weights)

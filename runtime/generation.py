@@ -27,6 +27,7 @@ import numpy as np
 from inferx_compiler.artifact.archive import open_for_running
 from inferx_compiler.errors import ArtifactError, InputValidationError
 from inferx_compiler.runtime.devices import check_compatible, default_device_for, hal_device, parse_device
+from inferx_compiler.runtime.parameters import parameters_module, referenced_parameters_module
 
 Prompt = Union[str, Sequence[int]]
 
@@ -82,7 +83,8 @@ class _Batch:
 class GenerationSession:
     """One generation artifact on one device: the module, its weights, a cache per batch size."""
 
-    def __init__(self, path, device: Optional[str] = None, verify: Optional[str] = None):
+    def __init__(self, path, device: Optional[str] = None, verify: Optional[str] = None,
+                 weights: Optional[str] = None):
         import iree.runtime as rt
 
         # (a path, or an Artifact open_for_running returned: load() opens it once)
@@ -100,9 +102,11 @@ class GenerationSession:
         self._device = hal_device(spec)
         self._instance = rt.VmInstance()
         modules = [rt.create_hal_module(self._instance, self._device)]
-        if m.weights:
-            from inferx_compiler.runtime.session import parameters_module
-
+        referenced = (self.record.get("weights") or {}).get("mode") == "reference"
+        if referenced:
+            modules.append(referenced_parameters_module(rt, self._instance, self.artifact.path, self.record["weights"],
+                                                        weights, self))
+        elif m.weights:
             modules.append(parameters_module(rt, self._instance, self.artifact, self))
         self._module = rt.VmModule.copy_buffer(self._instance, self.artifact.member_view(m.module))
         modules.append(self._module)
@@ -140,7 +144,8 @@ class GenerationSession:
     def cache(self, batch: int):
         """The device-resident cache for `batch` (allocated once, zeros; calls write it in place)."""
         if batch not in self._caches:
-            self._caches[batch] = self._rt.asdevicearray(self._device, np.zeros(self.cache_shape(batch), np.float32))
+            zeros = np.zeros(self.cache_shape(batch), _numpy_dtype(self.record["cache"]["dtype"]))
+            self._caches[batch] = self._rt.asdevicearray(self._device, zeros)
         return self._caches[batch]
 
     # -- one call of an entry point ---------------------------------------------------------
@@ -305,6 +310,14 @@ class GenerationSession:
             first = np.where(take > 0, ids, first)
             done += take
         return first
+
+
+def _numpy_dtype(name: str):
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
 
 
 def _i64(a) -> np.ndarray:

@@ -13,6 +13,7 @@ from inferx_compiler.tensor_spec import NARROW_CONTAINERS, TensorSpec, numpy_dty
 from inferx_compiler.runtime.buffers import StagingBuffers, concat_padded, write_rows
 from inferx_compiler.runtime.call_thread import CallThread, call_nice
 from inferx_compiler.runtime.output_entry import OutputEntry
+from inferx_compiler.runtime.parameters import parameters_module
 from inferx_compiler.runtime.devices import (bind_thread_to_device, check_compatible, choose_cpu_executor, default_device_for,
                       hal_device, parse_device)
 from inferx_compiler.runtime.validation import strip_fixed_inputs, validate_feeds
@@ -356,17 +357,7 @@ def _to_numpy(result, spec: TensorSpec) -> np.ndarray:
     return arr
 
 
-def parameters_module(rt, instance, artifact, owner):
-    """The IREE io-parameters module serving the artifact's weights from its memory map (the
-    index is kept alive on `owner`, with the mapping)."""
-    m = artifact.manifest
-    index = rt.ParameterIndex()
-    index.load_from_file_handle(rt.FileHandle.wrap_memory(artifact.member_view(m.weights["member"])), "irpa")
-    owner._parameter_index = index
-    return rt.create_io_parameters_module(instance, index.create_provider(scope=m.weights["scope"]))
-
-
-def load(path: str, device: str | None = None, verify: str | None = None):
+def load(path: str, device: str | None = None, verify: str | None = None, weights: str | None = None):
     """Load an `.ixa` artifact on `device` ("cpu", "cpu:sync", "cpu:task", "cuda", "cuda:N";
     default from its target). `cpu:task` spreads a call over a pool of worker threads;
     `cpu:sync` runs it in the calling thread; `cpu` picks one from the artifact's work per call
@@ -384,5 +375,5 @@ def load(path: str, device: str | None = None, verify: str | None = None):
     if artifact.manifest.generation:
         from inferx_compiler.runtime.generation import GenerationSession
 
-        return GenerationSession(artifact, device)
+        return GenerationSession(artifact, device, weights=weights)
     return InferenceSession(artifact, device)

@@ -287,8 +287,12 @@ def open_for_running(path: str, verify: Optional[str] = None) -> "Artifact":
     runtime's or its members differ from the manifest, as `verify` (see `VerifyPolicy`) says."""
     policy = VerifyPolicy.parse(verify)
     artifact = Artifact(path)
-    artifact.check_iree_version(policy.ignore_iree_version)
-    artifact.verify_members(policy.level)
+    try:
+        artifact.check_iree_version(policy.ignore_iree_version)
+        artifact.verify_members(policy.level)
+    except BaseException:
+        artifact.close()  # a refused artifact leaves no open file behind
+        raise
     return artifact
 
 
@@ -342,6 +346,15 @@ class Artifact:
 
     def read(self, name: str) -> bytes:
         return bytes(self.member_view(name))
+
+    def close(self) -> None:
+        """Release the file and, once no view of it is held, the map."""
+        try:
+            self._map.close()
+        except BufferError:
+            pass  # a view is still out there: the map goes with the last of them
+        self._zip.close()
+        self._file.close()
 
     @property
     def report(self) -> dict:

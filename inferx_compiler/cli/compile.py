@@ -200,6 +200,9 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--kv-cache-dtype", default="fp32", show_default=True,
               type=click.Choice(("fp32", "fp16", "bf16", "int8", "fp8")),
               help="generation models: the KV cache's element type")
+@click.option("--weights", "weights_mode", default="copy", show_default=True, type=click.Choice(("copy", "reference")),
+              help="generation models: copy the weights into the artifact, or reference the model folder's "
+                   "safetensors files (read in place at load time: inferx-generate --weights DIR)")
 @click.option("--with-logits", is_flag=True,
               help="generation models: also entry points that return logits instead of sampled ids "
                    "(for comparisons against a reference)")
@@ -361,7 +364,7 @@ def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
                               logits=args.with_logits)
     out = args.output or _default_output(args.model.rstrip("/"), args.emit)
     t0 = time.monotonic()
-    result = compile_llm(args.model, options, shapes, log)
+    result = compile_llm(args.model, options, shapes, log, weights=args.weights_mode)
     if args.emit == "artifact":
         write_result(result, out, options, log)
     else:

@@ -34,6 +34,8 @@ Examples:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--chat", is_flag=True, help="format the prompt with the model's chat template")
 @click.option("--ids", "as_ids", is_flag=True, help="print the new token ids instead of text")
+@click.option("--weights", "weights_dir", default=None, metavar="DIR",
+              help="the model folder whose safetensors files an artifact built with --weights reference reads")
 @click.option("--device", default=None, help="cpu or cuda[:N] (default: the artifact's target kind)")
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
@@ -50,7 +52,7 @@ def _work(args) -> int:
     from inferx_compiler.errors import InputValidationError
     from inferx_compiler.runtime.generation import GenerationSession
 
-    session = GenerationSession(args.artifact, device=args.device)
+    session = GenerationSession(args.artifact, device=args.device, weights=args.weights_dir)
     prompt = args.prompt
     if args.chat:
         prompt = session.chat_prompt([{"role": "user", "content": args.prompt}])

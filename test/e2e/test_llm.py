@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import zipfile
 
 import numpy as np
@@ -217,3 +216,54 @@ def test_unsupported_models_are_refused_naming_the_field(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "broken.gguf: not a readable GGUF file" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def half_reference_build(tmp_path_factory):
+    """A Llama folder saved in float16, compiled --precision fp16 --weights reference."""
+    folder = tmp_path_factory.mktemp("llama_f16")
+    class_name, config = family_configs()["llama3_rope_untied"]
+    save_tiny(folder, class_name, config)
+    getattr(transformers, class_name).from_pretrained(folder, dtype=torch.float16).save_pretrained(folder)
+    out = folder.parent / "llama_f16.ixa"
+    assert compile_main([str(folder), "--target", "cpu", "--precision", "fp16", "--weights", "reference",
+                         "--prefill-lengths", str(CHUNK), "--batch-sizes", "1", "--max-seq", str(MAX_SEQ),
+                         "--with-logits", "-q", "-o", str(out)]) == 0
+    return folder, out
+
+
+def test_fp16_weights_referenced_in_the_model_folder(half_reference_build, tmp_path):
+    """The artifact holds no weights (the manifest names the safetensors file and its sha256, and
+    each tensor's dtype and shape); loading needs the folder and checks it; fp16 logits are within
+    fp16 rounding of transformers' f32 run of the same fp16 weights, and greedy tokens agree."""
+    folder, artifact = half_reference_build
+    with zipfile.ZipFile(artifact) as z:
+        manifest = json.loads(z.read("manifest.json"))
+        assert "weights.irpa" not in z.namelist()
+    record = manifest["generation"]["weights"]
+    assert record["mode"] == "reference" and record["files"][0]["name"] == "model.safetensors"
+    assert record["tensors"]["model.layers.0.mlp.up_proj.weight"] == {"dtype": "float16", "shape": [96, 64]}
+    assert manifest["generation"]["cache"]["dtype"] == "float16"
+    with pytest.raises(InputValidationError, match="give the folder"):
+        inferx_compiler.load(str(artifact))
+    sess = inferx_compiler.load(str(artifact), weights=str(folder))
+    reference = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    prompt = _prompts()[1]
+    tokens = np.zeros((1, CHUNK), np.int64)
+    tokens[0] = prompt[:CHUNK]
+    logits = sess.prefill_logits(tokens, np.array([0]), np.array([CHUNK]))
+    err = rel_l2(logits[0], _reference_logits(reference, prompt[:CHUNK])[-1])
+    assert 1e-5 < err < 2e-2, err  # fp16 arithmetic (an f32 build of these weights: ~1e-7), and right
+    steps = list(sess.generate_ids([prompt], 8, stop_ids=()))
+    out = reference.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False, eos_token_id=None,
+                             attention_mask=torch.ones(1, len(prompt), dtype=torch.int64), pad_token_id=0)
+    assert [s[0] for s in steps] == out[0, len(prompt):].tolist()
+
+
+def test_a_referenced_folder_that_differs_is_refused(half_reference_build, tmp_path):
+    folder, artifact = half_reference_build
+    other = tmp_path / "other"
+    class_name, config = family_configs()["llama3_rope_untied"]
+    save_tiny(other, class_name, config)  # the same names, in float32
+    with pytest.raises(InputValidationError, match=r"tensor .* is \('float32'.*reads float16"):
+        inferx_compiler.load(str(artifact), weights=str(other))

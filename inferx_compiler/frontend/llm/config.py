@@ -185,6 +185,7 @@ def from_hf_config(config: dict | str | os.PathLike) -> DecoderConfig:
         attention_bias=bias,
         sliding_window=int(window) if window else None,
         source=src,
+        extra={"dtype": cfg.get("dtype") or cfg.get("torch_dtype")},
     )
 
 

@@ -46,8 +46,8 @@ def cache_shape(cfg: DecoderConfig, batch: int, max_seq: int) -> tuple[int, ...]
     return (cfg.layers, 2, batch, cfg.kv_heads, max_seq, cfg.head_dim)
 
 
-def new_cache(cfg: DecoderConfig, batch: int, max_seq: int) -> torch.Tensor:
-    return torch.zeros(cache_shape(cfg, batch, max_seq), dtype=torch.float32)
+def new_cache(cfg: DecoderConfig, batch: int, max_seq: int, dtype=torch.float32) -> torch.Tensor:
+    return torch.zeros(cache_shape(cfg, batch, max_seq), dtype=dtype)
 
 
 class RMSNorm(nn.Module):
@@ -59,8 +59,10 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.to(torch.float32)
         var = x.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x * torch.rsqrt(var + self.eps))
+        return self.weight * (x * torch.rsqrt(var + self.eps)).to(dtype)
 
 
 def rope_cos_sin(inv_freq: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -113,7 +115,8 @@ class Attention(nn.Module):
         s_cache = torch.where(cache_mask, s_cache, NEG)
         s_self = torch.where(self_mask, s_self, NEG)
         S = k_cache.shape[2]
-        p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1)
+        # softmax in float32 whatever the model's dtype (as transformers does)
+        p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
         p_cache = p[..., :S].reshape(B, kvh, g * T, S)
         p_self = p[..., S:].reshape(B, kvh, g * T, T)
         # V read through a transpose, as K is: IREE then reads the cache slice in the dispatch (with
@@ -167,14 +170,16 @@ def param_name(canonical: str) -> str:
 class LlamaDecoder(nn.Module):
     """The whole decoder; `step` runs T tokens per sequence against the cache and mutates it."""
 
-    def __init__(self, cfg: DecoderConfig, rope_freqs=None, device=None):
+    def __init__(self, cfg: DecoderConfig, rope_freqs=None, device=None, dtype=torch.float32):
         super().__init__()
         self.cfg = cfg
+        self.dtype = dtype  # of the weights, activations and cache (norms and softmax compute in float32)
         with torch.device(device or "cpu"):
             self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
             self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.layers))
             self.norm = RMSNorm(cfg.hidden, cfg.rms_eps)
             self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        self.to(dtype)
         # a plain attribute (not a buffer): torch.export lifts it as a small constant
         self.inv_freq = torch.from_numpy(rope_inv_freq(cfg, rope_freqs))
 
@@ -208,6 +213,7 @@ class LlamaDecoder(nn.Module):
         t_idx = torch.arange(T, dtype=torch.int64)
         pos = start[:, None] + t_idx[None, :]  # [B, T]
         cos, sin = rope_cos_sin(self.inv_freq, pos)
+        cos, sin = cos.to(self.dtype), sin.to(self.dtype)
         s_idx = torch.arange(S, dtype=torch.int64)
         cache_mask = s_idx[None, None, :] < start[:, None, None]  # [B, 1, S] -> [B,T,S]
         if cfg.sliding_window:

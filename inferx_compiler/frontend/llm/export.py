@@ -70,11 +70,11 @@ class WeightsAsInputs(nn.Module):
         return torch.func.functional_call(self._entry, dict(zip(self.names, weights)), user, strict=False)
 
 
-def user_inputs(cfg: DecoderConfig, spec: EntrySpec, max_seq: int) -> tuple:
+def user_inputs(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, dtype=torch.float32) -> tuple:
     """Example user inputs of an entry (their shapes and dtypes are the entry's)."""
     B, T = spec.batch, spec.length
     i64 = dict(dtype=torch.int64)
-    cache = torch.zeros(cache_shape(cfg, B, max_seq))
+    cache = torch.zeros(cache_shape(cfg, B, max_seq), dtype=dtype)
     if spec.kind == "decode":
         user = (torch.zeros(B, 1, **i64), torch.zeros(B, **i64), cache)
     else:
@@ -84,16 +84,17 @@ def user_inputs(cfg: DecoderConfig, spec: EntrySpec, max_seq: int) -> tuple:
     return user
 
 
-def export_entry(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, rope_freqs=None):
-    """torch.export one entry point; returns the decomposed ExportedProgram."""
+def export_entry(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, rope_freqs=None, dtype=torch.float32):
+    """torch.export one entry point with weights, activations and cache in `dtype`; returns the
+    decomposed ExportedProgram."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     with torch.device("meta"):
-        model = LlamaDecoder(cfg, rope_freqs, device="meta").eval()
+        model = LlamaDecoder(cfg, rope_freqs, device="meta", dtype=dtype).eval()
     entry = (Decode if spec.kind == "decode" else Prefill)(model, output=spec.output)
-    user = user_inputs(cfg, spec, max_seq)
+    user = user_inputs(cfg, spec, max_seq, dtype)
     shapes = expected_shapes(cfg)
-    weights = tuple(torch.empty(shapes[n]) for n in expected_names(cfg))  # never read: export fakes them
+    weights = tuple(torch.empty(shapes[n], dtype=dtype) for n in expected_names(cfg))  # never read: faked
     try:
         program = torch.export.export(WeightsAsInputs(entry, expected_names(cfg), len(user)), user + weights,
                                       strict=False)

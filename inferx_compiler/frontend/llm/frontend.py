@@ -10,6 +10,7 @@ there are no static-shape functions to add.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from inferx_compiler.frontend import graph_lowering
 from inferx_compiler.frontend.imported import ImportedModel
 from inferx_compiler.frontend.llm.export import EntrySpec, export_entry, import_entries, tag_parameters
 from inferx_compiler.frontend.llm.source import LlmSource
-from inferx_compiler.frontend.llm.weights import expected_names
+from inferx_compiler.frontend.llm.weights import expected_names, hf_name
 from inferx_compiler.log import BuildLog
 
 GENERATION_FORMAT = 1  # the manifest's "generation" record
@@ -53,10 +54,22 @@ class GenerationShapes:
         return out
 
 
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+WEIGHT_MODES = ("copy", "reference")
+
+
 @dataclasses.dataclass
 class LlmFrontend:
+    """`dtype`: the weights', activations' and cache's element type (norms and softmax compute in
+    float32, as transformers does). `weights`: "copy" (converted into the artifact's parameter
+    archive) or "reference" (a Hugging Face folder's safetensors files, read at load time where
+    they are: copying gigabytes into the artifact would be waste; the manifest names each file,
+    with its sha256 when it exists at build time, and every tensor's shape and dtype)."""
+
     model: LlmSource
     shapes: GenerationShapes
+    dtype: str = "float32"
+    weights: str = "copy"
     source: str = "llm"
 
     def import_module(self, context, log: BuildLog) -> ImportedModel:
@@ -64,41 +77,86 @@ class LlmFrontend:
         if self.shapes.max_seq - 1 > cfg.max_positions:
             log.warn(f"--max-seq {self.shapes.max_seq} exceeds the model's max_position_embeddings "
                      f"({cfg.max_positions}): positions past it were never trained")
-        log.step(f"reading the weights of {self.model.path} ({self.model.kind})")
-        weights = self.model.read_weights()
-        rope_freqs = weights.pop("rope_freqs", None)
         names = expected_names(cfg)
+        if self.weights == "reference":
+            weights, rope_freqs, keys, record = {}, None, [hf_name(n) for n in names], self._referenced(names, log)
+        else:
+            log.step(f"reading the weights of {self.model.path} ({self.model.kind})")
+            weights = self.model.read_weights()
+            rope_freqs = weights.pop("rope_freqs", None)
+            keys = names
+            weights = {k: _as_dtype(weights[k], self.dtype) for k in names}
+            record = {"mode": "copy", "from": self.model.kind, "dtype": self.dtype}
         entries = self.shapes.entries()
+        torch_dtype = getattr(__import__("torch"), self.dtype)
         programs = {}
         for i, entry in enumerate(entries, 1):
-            programs[entry.name] = (export_entry(cfg, entry, self.shapes.max_seq, rope_freqs), names)
+            programs[entry.name] = (export_entry(cfg, entry, self.shapes.max_seq, rope_freqs, torch_dtype), keys)
             log.step(f"exported {entry.name} ({i}/{len(entries)}) with torch.export")
         module_op = import_entries(programs, context)
         log.step(f"imported {len(entries)} entry points through torch-mlir's FX importer")
         info = {"name": _model_name(self.model), "source": self.model.kind, "sha256": self.model.sha256(),
                 "opset": None, "upgraded_from_opset": None}
         generation = {"format": GENERATION_FORMAT, "config": cfg.to_dict(), "max_seq": self.shapes.max_seq,
-                      "entries": [e.to_json() for e in entries], "cache": {
+                      "dtype": self.dtype, "entries": [e.to_json() for e in entries], "cache": {
                           "layout": ["layers", "kv", "batch", "kv_heads", "max_seq", "head_dim"],
-                          "dtype": "float32", "scratch_row": self.shapes.max_seq - 1},
+                          "dtype": self.dtype, "scratch_row": self.shapes.max_seq - 1},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
-                      "weights_from": self.model.kind, "notes": list(self.model.notes)}
-        model = ImportedModel(module_op, [], [], {k: np.ascontiguousarray(weights[k], np.float32) for k in names},
-                              {}, info, generation=generation,
-                              members={TOKENIZER_MEMBER: self.model.tokenizer_json.encode()})
-        return model
+                      "weights": record, "notes": list(self.model.notes)}
+        self._keys = keys
+        return ImportedModel(module_op, [], [], weights, {}, info, generation=generation,
+                             members={TOKENIZER_MEMBER: self.model.tokenizer_json.encode()})
+
+    def _referenced(self, names: list[str], log: BuildLog) -> dict:
+        """The manifest's record of referenced weights; refuses files whose tensors do not match."""
+        from inferx_compiler.frontend.llm.source import safetensors_tensors
+        from inferx_compiler.frontend.llm.weights import expected_shapes
+
+        if self.model.kind != "huggingface":
+            raise ModelLoadError(f"{self.model.path}: --weights reference takes a Hugging Face folder's safetensors "
+                                 f"files (a GGUF file's quantized tensors are converted: --weights copy)")
+        shapes = expected_shapes(self.model.config)
+        tensors = {hf_name(n): {"shape": list(shapes[n]), "dtype": self.dtype} for n in names}
+        found = safetensors_tensors(self.model.files)
+        if found:
+            for key, want in tensors.items():
+                got = found.get(key)
+                if got is None or got[0] != want["dtype"] or list(got[1]) != want["shape"]:
+                    raise ModelLoadError(f"{self.model.path}: tensor {key} is {got or 'missing'}; the build reads "
+                                         f"{want['dtype']} {want['shape']} (--precision sets the dtype)")
+        else:
+            log.warn(f"{self.model.path} holds no safetensors files yet: the artifact expects them at load time "
+                     f"(tensor names, shapes and {self.dtype} recorded; no sha256)")
+        files = [{"name": os.path.basename(p), "bytes": os.path.getsize(p), "sha256": sha256_file(p)}
+                 for p in self.model.files]
+        return {"mode": "reference", "format": "safetensors", "dtype": self.dtype, "files": files,
+                "tensors": tensors, "why": "the weights stay in the model folder's safetensors files, read in place "
+                                           "at load time: a copy into the artifact would double gigabytes"}
 
     def lower(self, model: ImportedModel, log: BuildLog) -> None:
         graph_lowering.lower_to_linalg(model.module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
-        names = expected_names(self.model.config)
         for func_op in _functions(model.module_op):
-            tag_parameters(func_op, names)
+            tag_parameters(func_op, self._keys)
 
     def import_static(self, model: ImportedModel, spec, log: BuildLog) -> Any:
         raise ModelLoadError("a generation model's entry points are static already")
 
 
 TOKENIZER_MEMBER = "tokenizer.json"
+
+
+def _as_dtype(array: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.ascontiguousarray(array, dtype=ml_dtypes.bfloat16)
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def sha256_file(path: str) -> str:
+    from inferx_compiler.artifact.archive import sha256_file as digest
+
+    return digest(path)
 
 
 def _functions(module_op) -> list:

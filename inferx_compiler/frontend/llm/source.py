@@ -66,8 +66,6 @@ def open_source(path: str) -> LlmSource:
 def _huggingface_folder(path: str) -> LlmSource:
     config = from_hf_config(path)
     files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".safetensors"))
-    if not files:
-        raise ModelLoadError(f"{path}: no *.safetensors weights in the folder")
     tokenizer = os.path.join(path, "tokenizer.json")
     if not os.path.isfile(tokenizer):
         raise ModelLoadError(f"{path}: no tokenizer.json (the fast tokenizer file) in the folder")
@@ -116,6 +114,22 @@ def _gguf_tokenizer(path: str) -> str:
         raise ModelLoadError(f"{path}: transformers cannot read its tokenizer (tokenizer.ggml.model): "
                              f"{type(e).__name__}: {e}") from None
     return tokenizer.backend_tokenizer.to_str()
+
+
+SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def safetensors_tensors(files: list[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """{tensor name: (dtype, shape)} from the files' headers (8-byte length, then JSON): no data read."""
+    out = {}
+    for path in files:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                out[name] = (SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(entry["shape"]))
+    return out
 
 
 def weights_as(weights: dict, dtype) -> dict:

@@ -119,6 +119,15 @@ def check_state(state: dict[str, np.ndarray], cfg: DecoderConfig, source: str) -
 # ----------------------------------------------------------------------------- safetensors
 
 
+def hf_name(canonical: str) -> str:
+    """Canonical name -> the Hugging Face tensor name (the key a referenced safetensors file serves)."""
+    top = {v: k for k, v in _HF_TOP.items()}
+    if canonical in top:
+        return top[canonical]
+    _, i, part = canonical.split(".", 2)
+    return f"model.layers.{i}.{ {v: k for k, v in _HF_LAYER.items()}[part] }"
+
+
 def canonical_hf_name(name: str) -> str | None:
     """HF parameter name -> canonical name (None for tensors the decoder does not use)."""
     if name in _HF_TOP:
