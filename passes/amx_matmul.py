@@ -18,7 +18,8 @@ Numbers: the same bf16 inputs, f32 sums (in another order than IREE's).
 Declined, with a remark: targets without AMX (amx_bf16), operands other than bf16 x bf16 ->
 f32, a right-hand operand that is not computed from parameters alone (attention's products),
 transposed or broadcast indexing maps, K not a multiple of 32, a build machine without a C
-compiler. Spelled `inferx-amx-matmul{target=x86-amx}`.
+compiler. Spelled `inferx-amx-matmul` (the target is the module's `inferx.target`:
+inferx-set-target{target=x86-amx} before it on a bare module).
 """
 
 from __future__ import annotations

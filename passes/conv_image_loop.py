@@ -23,7 +23,8 @@ a remark: a static batch, dynamic channel or spatial dims, integer convolutions.
 targets (other targets: nothing to do). ResNet-50's dynamic-batch function at batch 8 on the
 Xeon: 1915 -> 600 ms one image an iteration, 439 with chunks of 4 (chunks of 8 gave 388 at
 batch 8 but leave batches 5-7 one image at a time).
-Spelled `inferx-conv-image-loop{target=x86-avx512 chunk=4}`.
+Spelled `inferx-conv-image-loop{chunk=4}` (the target is the module's `inferx.target`:
+inferx-set-target{target=x86-avx512} before it on a bare module).
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ in every op body (linalg.generic, where the importers put them):
 Both change results by rounding only (test/e2e/test_cpu_math.py: an erf GELU within 1e-6 of
 onnxruntime's, relative L2). Targets:
 every CPU target (their vector units divide slowly); CUDA targets keep their own code.
-Spelled `inferx-cpu-math{target=cpu}`.
+Spelled `inferx-cpu-math` (the target is the module's `inferx.target`: inferx-set-target
+before it on a bare module).
 """
 
 from __future__ import annotations

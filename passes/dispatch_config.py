@@ -22,7 +22,8 @@ Declined (IREE's choice): data-tiled ops (their inner tiles are the microkernel'
 executables (initializers, encodings), dynamic loops, named ops and pipelines the rules do not
 model. `rules=false` leaves the CUDA rules out (to measure them).
 
-Spelled `inferx-dispatch-config{target=cpu tuning-db= candidate=0 rules=true}`.
+Spelled `inferx-dispatch-config{tuning-db= candidate=0 rules=true}` (the target is the module's
+`inferx.target`).
 """
 
 from __future__ import annotations

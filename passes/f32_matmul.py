@@ -43,7 +43,8 @@ computed from parameters alone (attention's products), transposed or broadcast i
 dynamic operands with the weight on the left, a K over 256 with no divisor from 64 to 256 (the
 packed weight is in whole K blocks), a build machine without a C compiler; targets without
 AVX-512 silently (nothing to decline there).
-Spelled `inferx-f32-matmul{target=x86-avx512}`.
+Spelled `inferx-f32-matmul` (the target is the module's `inferx.target`:
+inferx-set-target{target=x86-avx512} before it on a bare module).
 """
 
 from __future__ import annotations

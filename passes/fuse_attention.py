@@ -22,7 +22,8 @@ again for CPUs), unless `force=true` (tests, and anyone measuring it).
 Declined, with a remark: a softmax not over the matmul's last dim, a non-constant scale,
 masks that are not elementwise additions, a value matrix with another batch.
 
-Spelled `inferx-fuse-attention{target=h200 force=false}`.
+Spelled `inferx-fuse-attention{force=false}` (the target is the module's `inferx.target`:
+inferx-set-target{target=h200} before it on a bare module).
 """
 
 from __future__ import annotations

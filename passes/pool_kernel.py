@@ -21,7 +21,8 @@ The -inf padding is folded (the kernel skips window positions outside the plane,
 (the static-shape functions are where it applies), element types other than f32, dilation other
 than 1, an init other than a -inf fill, planes wider than the kernel's row buffer, a build
 machine without a C compiler. Targets without AVX-512 keep IREE's code silently.
-Spelled `inferx-pool-kernel{target=x86-avx512}`.
+Spelled `inferx-pool-kernel` (the target is the module's `inferx.target`:
+inferx-set-target{target=x86-avx512} before it on a bare module).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ row's max, the same numbers to f32 rounding: exp to about an ulp, e * (1 / s) in
 Declined, with a remark: dynamic shapes (the static-shape functions are where it applies),
 element types other than f32, a rank-1 tensor, an `e` with other users, a build machine without
 a C compiler. Targets without AVX-512 keep IREE's code silently.
-Spelled `inferx-softmax-kernel{target=x86-avx512}`.
+Spelled `inferx-softmax-kernel` (the target is the module's `inferx.target`:
+inferx-set-target{target=x86-avx512} before it on a bare module).
 """
 
 from __future__ import annotations

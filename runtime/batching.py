@@ -30,7 +30,6 @@ import asyncio
 import dataclasses
 import queue
 import threading
-import time
 from collections import Counter, deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -254,7 +253,7 @@ class DynamicBatcher:
         if inline:
             request.future.set_running_or_notify_cancel()
             batch = Batch([request], request.rows, self.queue.bucket_for(request.rows))
-            formed = time.perf_counter()
+            formed = self.clock.monotonic()
             self._finish(batch, self.execute(batch, self.inline_slot), formed)
         return request.future.result()
 
@@ -269,7 +268,7 @@ class DynamicBatcher:
             if batch is not None:
                 self._in_flight += 1
         if batch is not None:
-            formed = time.perf_counter()
+            formed = self.clock.monotonic()
             self._finish(batch, self.execute(batch, 0), formed)
         return batch
 
@@ -294,7 +293,7 @@ class DynamicBatcher:
                     if batch is None:
                         return
                     self._in_flight += 1
-                formed = time.perf_counter()
+                formed = self.clock.monotonic()
                 outcome = self.execute(batch, slot)
                 with self._cond:
                     self._in_flight -= 1
@@ -317,7 +316,7 @@ class DynamicBatcher:
         """Resolve the batch's futures; its service time (formed -> every result handed out) is
         recorded: gathering the inputs, running, and handing the outputs back."""
         resolve(batch, outcome, split=self.batchable)
-        elapsed = time.perf_counter() - formed
+        elapsed = self.clock.monotonic() - formed  # (one clock per batcher: a fake one in tests)
         with self._stats_lock:
             self.stats.service_seconds.append(elapsed)
 
@@ -360,7 +359,7 @@ class DynamicBatcher:
         if self.batch_observer is not None:
             self.batch_observer(batch, self.clock.monotonic())
         parts = [[r.feeds[name] for r in batch.requests] for name in self._names]
-        started = time.perf_counter()
+        started = self.clock.monotonic()
         try:
             outputs = self._gather(parts, batch.rows, batch.bucket, slot)
             if self.batchable:
@@ -369,7 +368,7 @@ class DynamicBatcher:
             with self._stats_lock:
                 self.stats.failed_batches += 1
             return e
-        elapsed = time.perf_counter() - started
+        elapsed = self.clock.monotonic() - started
         with self._stats_lock:
             self.stats.observe_exec(elapsed)
             self.stats.batches += 1

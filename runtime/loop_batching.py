@@ -150,7 +150,7 @@ class LoopBatcher:
         return slow < _SLOW_RUNS
 
     def _run_inline(self, batch: Batch) -> None:
-        formed, cpu = time.perf_counter(), time.thread_time()
+        formed, cpu = self.batcher.clock.monotonic(), time.thread_time()
         outcome = self.batcher.execute(batch, self.batcher.inline_slot)
         key = (batch.bucket, batch.requests[0].shape_key)
         over = time.thread_time() - cpu > self.inline_budget_s * _SLOW_FACTOR
@@ -161,7 +161,7 @@ class LoopBatcher:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.batcher.slots, thread_name_prefix=f"{self.name}-run")
         self._in_flight += 1
-        formed = time.perf_counter()
+        formed = self.batcher.clock.monotonic()
         self._pool.submit(self.batcher.execute, batch, slot).add_done_callback(
             lambda done: self._post(self._finished, batch, slot, done.result(), formed))
 

@@ -197,9 +197,9 @@ def _conv_algorithms_option(ctx, param, value):
               help="generation models: the prompt chunk lengths prefill entry points take (default 32,128)")
 @click.option("--max-seq", type=click.IntRange(min=2), default=512, show_default=True, metavar="N",
               help="generation models: cache rows per sequence (prompt + new tokens, plus one scratch row)")
-@click.option("--kv-cache-dtype", default="fp32", show_default=True,
-              type=click.Choice(("fp32", "fp16", "bf16", "int8", "fp8")),
-              help="generation models: the KV cache's element type")
+@click.option("--kv-cache-dtype", default="model", show_default=True,
+              type=click.Choice(("model", "fp32", "fp16", "bf16", "int8", "fp8")),
+              help="generation models: the KV cache's element type (model: the --precision of the weights)")
 @click.option("--weights", "weights_mode", default="copy", show_default=True, type=click.Choice(("copy", "reference")),
               help="generation models: copy the weights into the artifact, or reference the model folder's "
                    "safetensors files (read in place at load time: inferx-generate --weights DIR)")
@@ -355,10 +355,10 @@ def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
                                         ("--calibration", args.calibration)) if given]
     if refused:
         raise InferXError(f"{', '.join(refused)}: not for generation models ({args.model})")
-    if args.kv_cache_dtype != "fp32":
-        raise InferXError(f"--kv-cache-dtype {args.kv_cache_dtype}: generation models keep an fp32 cache so "
-                          f"far (fp16/bf16/int8 caches are not built yet; fp8 needs Hopper code IREE 3.13 "
-                          f"does not generate)")
+    if args.kv_cache_dtype not in ("model", args.precision):
+        raise InferXError(f"--kv-cache-dtype {args.kv_cache_dtype}: generation models keep their cache in the model's "
+                          f"dtype (--precision {args.precision}) so far (a cache of another type is not built yet; "
+                          f"fp8 needs Hopper code IREE 3.13 does not generate)")
     shapes = GenerationShapes(prefill_lengths=tuple(args.prefill_lengths or (32, 128)),
                               batch_sizes=tuple(args.batch_sizes or (1,)), max_seq=args.max_seq,
                               logits=args.with_logits)
