@@ -258,12 +258,12 @@ def write_cache(cache: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, lens: 
 #
 # A decode step returns token ids, not logits: the sampler runs in the exported graph. It needs
 # neither sort nor cumsum (which the linalg-on-tensors lowering lacks): the top-k and top-p
-# thresholds are found by bisection on the logit value (the count, resp. the probability mass,
-# above a value falls as the value grows), and the draw among the kept tokens is Gumbel-max with
+# thresholds are found by a search over the logit value, 16 thresholds a round for 6 rounds (the
+# count, resp. the probability mass, above a value falls as the value grows), and the draw among the kept tokens is Gumbel-max with
 # noise from a counter-based integer hash of (seed, position, token id): seeded, reproducible, the
 # same in torch and in the compiled module, no RNG state on the device.
 
-BISECTION_STEPS = 24  # halvings of the logit range: thresholds to 6e-8 of it
+SEARCH_POINTS, SEARCH_ROUNDS = 16, 6  # thresholds to 16**-6 = 6e-8 of the logit range
 _MASK32 = 0xFFFFFFFF
 
 
@@ -286,13 +286,19 @@ def uniform_noise(seed: torch.Tensor, position: torch.Tensor, vocab: int) -> tor
     return (bits.to(torch.float32) + 0.5) * (1.0 / 4294967296.0)
 
 
-def _bisect(lo: torch.Tensor, hi: torch.Tensor, enough) -> torch.Tensor:
-    """The largest value v in [lo, hi] (per row) with enough(v) true, enough falling in v."""
-    for _ in range(BISECTION_STEPS):
-        mid = (lo + hi) * 0.5
-        ok = enough(mid)
-        lo = torch.where(ok, mid, lo)
-        hi = torch.where(ok, hi, mid)
+def _search(lo: torch.Tensor, hi: torch.Tensor, enough) -> torch.Tensor:
+    """The largest value v in [lo, hi] (per row) with enough(v) true, enough falling in v: each
+    round tries SEARCH_POINTS thresholds at once (`enough` takes them as [B, points] and answers
+    [B, points]) and keeps the interval where the answer turns false; SEARCH_ROUNDS rounds narrow
+    the range by SEARCH_POINTS ** SEARCH_ROUNDS. (A bisection takes 4x the steps, each a reduction
+    over the vocabulary that depends on the last: 24 steps in one dispatch made IREE 3.13's CUDA
+    elementwise fusion run without end at batch > 1.)"""
+    steps = torch.arange(1, SEARCH_POINTS + 1, dtype=lo.dtype, device=lo.device)
+    for _ in range(SEARCH_ROUNDS):
+        width = (hi - lo) / SEARCH_POINTS
+        ok = enough(lo[:, None] + width[:, None] * steps)  # [B, points], true then false
+        passed = ok.to(lo.dtype).sum(-1)
+        lo, hi = lo + width * passed, lo + width * torch.clamp(passed + 1, max=SEARCH_POINTS)
     return lo
 
 
@@ -304,16 +310,41 @@ def sample_tokens(logits, temperature, top_k, top_p, seed, position) -> torch.Te
     z = logits / torch.where(greedy, torch.ones_like(temperature), temperature)[:, None]
     lo, hi = z.min(-1).values, z.max(-1).values
     k = torch.where(top_k > 0, top_k.clamp(max=V), torch.full_like(top_k, V)).to(torch.float32)
-    tau_k = _bisect(lo, hi, lambda v: (z >= v[:, None]).to(torch.float32).sum(-1) >= k)
+    tau_k = _search(lo, hi, lambda v: (z[:, None, :] >= v[:, :, None]).to(torch.float32).sum(-1) >= k[:, None])
     kept_k = z >= tau_k[:, None]
-    p = torch.softmax(torch.where(kept_k, z, NEG), dim=-1)
+    # softmax over the kept entries, shifted by the max of all (hi >= the kept max: the same
+    # probabilities). Not torch.softmax, nor exp(x - max(x)): IREE 3.13 raises that back to one
+    # softmax op, whose CUDA DecomposeSoftmax pass never finishes on this dispatch at batch > 1.
+    e = torch.exp(torch.where(kept_k, z, NEG) - hi[:, None])
+    p = e / e.sum(dim=-1, keepdim=True)
     mass_needed = torch.where(top_p < 1.0, top_p, torch.full_like(top_p, 2.0))
-    tau_p = _bisect(lo, hi, lambda v: torch.where(z >= v[:, None], p, 0.0).sum(-1) >= mass_needed)
+    tau_p = _search(lo, hi, lambda v: torch.where(z[:, None, :] >= v[:, :, None], p[:, None, :], 0.0).sum(-1)
+                    >= mass_needed[:, None])
     tau_p = torch.where(top_p < 1.0, tau_p, lo)
     keep = kept_k & (z >= tau_p[:, None])
     gumbel = -torch.log(-torch.log(uniform_noise(seed, position, V)))
-    sampled = torch.argmax(torch.where(keep, z + gumbel, NEG), dim=-1)
-    return torch.where(greedy, torch.argmax(logits, dim=-1), sampled)
+    sampled = argmax_rows(torch.where(keep, z + gumbel, NEG))
+    return torch.where(greedy, argmax_rows(logits), sampled)
+
+
+ARGMAX_BLOCK = 2048  # the longest row one reduction takes (see argmax_rows)
+
+
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """torch.argmax(x, -1) of [B, V] (the first of equal maxima), in two steps over blocks of at
+    most ARGMAX_BLOCK columns when V is larger: IREE 3.13's CUDA code for one reduction over a
+    whole vocabulary row with the sampler's producers fused into it stages the row in shared
+    memory (513 KB for Llama 3's 128256 entries, over the 167 KB an SM has) and fails."""
+    B, V = x.shape
+    if V <= 2 * ARGMAX_BLOCK:
+        return torch.argmax(x, dim=-1)
+    block = next((d for d in range(ARGMAX_BLOCK, 0, -1) if V % d == 0), 1)
+    if block < ARGMAX_BLOCK // 4:  # no divisor near the block size: pad with the lowest value
+        block = ARGMAX_BLOCK
+        x = torch.nn.functional.pad(x, (0, -V % block), value=torch.finfo(x.dtype).min)
+    best, where = x.reshape(B, -1, block).max(dim=-1)  # [B, groups]: per block its max, first index
+    group = torch.argmax(best, dim=-1)
+    return group * block + torch.gather(where, 1, group[:, None])[:, 0]
 
 
 class Prefill(nn.Module):
@@ -354,6 +385,6 @@ class Decode(nn.Module):
         if self.output == "logits":
             return logits
         if self.output == "greedy":
-            return torch.argmax(logits, dim=-1)
+            return argmax_rows(logits)
         temperature, top_k, top_p, seed = sampling
         return sample_tokens(logits, temperature, top_k, top_p, seed, positions + 1)
