@@ -62,17 +62,25 @@ def write_weights(config_dir: str, out: str, shard_bytes: int = 4 << 30) -> None
         if name.endswith(".json"):
             shutil.copy(os.path.join(config_dir, name), out)
     gen = torch.Generator(device=DEVICE).manual_seed(0)
-    shard, size, index = {}, 0, 0
+    shards, shard, size = [], {}, 0
     for key, shape in shapes.items():
         t = torch.randn(shape, generator=gen, device=DEVICE, dtype=torch.float32)
         t = (1.0 + 0.1 * t) if key.endswith("norm.weight") else 0.02 * t
         shard[key] = t.to(torch.float16).cpu()
         size += shard[key].numel() * 2
         if size >= shard_bytes:
-            save_file(shard, os.path.join(out, f"model-{index:05d}.safetensors"))
-            shard, size, index = {}, 0, index + 1
+            shards.append(shard)
+            shard, size = {}, 0
     if shard:
-        save_file(shard, os.path.join(out, f"model-{index:05d}.safetensors"))
+        shards.append(shard)
+    weight_map = {}
+    for i, tensors in enumerate(shards, 1):
+        name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(tensors, os.path.join(out, name), metadata={"format": "pt"})
+        weight_map.update({key: name for key in tensors})
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    index = len(shards) - 1
     print(f"wrote {len(shapes)} tensors into {index + 1} shards in {out}", flush=True)
 
 
@@ -84,7 +92,7 @@ def run_inferx(artifact: str, weights: str, context: int, steps: int, warmup: in
     t0 = time.perf_counter()
     sess = inferx_compiler.load(artifact, device=DEVICE, weights=weights)
     out = {"engine": "inferx", "load_s": time.perf_counter() - t0}
-    vocab = sess.config["vocab_size"]
+    vocab = sess.config["vocab"]
     greedy = [Sampling()]
     prompt = _prompt(vocab, PROMPT_LEN)
     out["tokens"] = [s[0] for s in sess.generate_ids([prompt], CHECK_TOKENS, stop_ids=())]
