@@ -126,7 +126,7 @@ class GenerationSession:
 
     def prefill_lengths(self, batch: int) -> list[int]:
         return sorted(e["length"] for e in self._entries.values()
-                      if e["kind"] == "prefill" and e["batch"] == batch and e["output"] == "sample")
+                      if e["kind"] == "prefill" and e["batch"] == batch and e["output"] in ("sample", "greedy"))
 
     def batch_for(self, sequences: int) -> int:
         """The smallest compiled batch that holds `sequences` (the rest of it idles)."""
@@ -166,15 +166,26 @@ class GenerationSession:
         """One chunk: tokens [B, T] at positions start[b] + t (t < lens[b]; the rest padding) ->
         the next token id [B] of each sequence, sampled on the device."""
         B, T = tokens.shape
-        out = self._invoker(f"prefill_b{B}_t{T}")(_i64(tokens), _i64(start), _i64(lens), self.cache(B),
-                                                  *_sampling_arrays(sampling))
-        return _first(out).to_host().astype(np.int64)
+        name = f"prefill_b{B}_t{T}"
+        args = (_i64(tokens), _i64(start), _i64(lens), self.cache(B))
+        if self._entries.get(name, {}).get("output") == "greedy":
+            self._check_greedy(sampling)
+        else:
+            args += tuple(_sampling_arrays(sampling))
+        return _first(self._invoker(name)(*args)).to_host().astype(np.int64)
+
+    def _check_greedy(self, sampling: Sequence[Sampling]) -> None:
+        if any(s.temperature > 0 for s in sampling):
+            raise InputValidationError(f"{self.artifact.path} was compiled --greedy-only (no sampler on the device): "
+                                       f"temperature must be 0")
 
     def decode(self, tokens: np.ndarray, positions: np.ndarray, sampling: Sequence[Sampling]) -> np.ndarray:
         """One step: token [B] at positions [B] -> the next token id [B], chosen on the device (the
         greedy entry when every sequence is greedy, else the sampling one)."""
         B = tokens.shape[0]
         args = (_i64(tokens).reshape(B, 1), _i64(positions), self.cache(B))
+        if f"decode_b{B}_sample" not in self._entries:
+            self._check_greedy(sampling)
         if all(s.temperature <= 0 for s in sampling):
             out = self._invoker(f"decode_b{B}")(*args)
         else:

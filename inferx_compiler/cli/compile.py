@@ -203,6 +203,9 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--weights", "weights_mode", default="copy", show_default=True, type=click.Choice(("copy", "reference")),
               help="generation models: copy the weights into the artifact, or reference the model folder's "
                    "safetensors files (read in place at load time: inferx-generate --weights DIR)")
+@click.option("--greedy-only", is_flag=True,
+              help="generation models: greedy entry points only (no sampler compiled: faster builds; "
+                   "sampling with a temperature is then refused)")
 @click.option("--with-logits", is_flag=True,
               help="generation models: also entry points that return logits instead of sampled ids "
                    "(for comparisons against a reference)")
@@ -361,7 +364,7 @@ def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
                           f"fp8 needs Hopper code IREE 3.13 does not generate)")
     shapes = GenerationShapes(prefill_lengths=tuple(args.prefill_lengths or (32, 128)),
                               batch_sizes=tuple(args.batch_sizes or (1,)), max_seq=args.max_seq,
-                              logits=args.with_logits)
+                              logits=args.with_logits, sampling=not args.greedy_only)
     out = args.output or _default_output(args.model.rstrip("/"), args.emit)
     t0 = time.monotonic()
     result = compile_llm(args.model, options, shapes, log, weights=args.weights_mode)

@@ -279,3 +279,26 @@ def test_a_cache_dtype_not_built_is_refused(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "--kv-cache-dtype int8: generation models keep their cache" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "m.ixa").exists()
+
+
+def test_a_greedy_only_build_generates_and_refuses_sampling(tmp_path):
+    """--greedy-only: no sampler compiled (prefill returns the argmax); greedy tokens still equal
+    transformers', a temperature is refused naming the build."""
+    folder = tmp_path / "llama"
+    class_name, config = family_configs()["llama3_rope_untied"]
+    reference = save_tiny(folder, class_name, config)
+    out = tmp_path / "greedy.ixa"
+    assert compile_main([str(folder), "--target", "cpu", "--greedy-only", "--prefill-lengths", str(CHUNK),
+                         "--batch-sizes", "1", "--max-seq", str(MAX_SEQ), "-q", "-o", str(out)]) == 0
+    with zipfile.ZipFile(out) as z:
+        entries = json.loads(z.read("manifest.json"))["generation"]["entries"]
+    assert sorted((e["name"], e["output"]) for e in entries) == [("decode_b1", "greedy"),
+                                                                 (f"prefill_b1_t{CHUNK}", "greedy")]
+    sess = inferx_compiler.load(str(out))
+    prompt = _prompts()[1]
+    steps = list(sess.generate_ids([prompt], 6, stop_ids=()))
+    ref = reference.generate(torch.tensor([prompt]), max_new_tokens=6, do_sample=False, eos_token_id=None,
+                             attention_mask=torch.ones(1, len(prompt), dtype=torch.int64), pad_token_id=0)
+    assert [s[0] for s in steps] == ref[0, len(prompt):].tolist()
+    with pytest.raises(InputValidationError, match="compiled --greedy-only"):
+        list(sess.generate_ids([prompt], 2, Sampling(temperature=0.8, seed=1)))

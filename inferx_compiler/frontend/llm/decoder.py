@@ -351,8 +351,9 @@ class Prefill(nn.Module):
     """Export entry: a chunk of each prompt, its k/v written into the cache in place.
 
     (tokens[B,T], start[B], lens[B], cache, temperature[B], top_k[B], top_p[B], seed[B]) -> ids[B]:
-    the token after each sequence's last valid one, sampled on the device. output="logits": the
-    logits [B, vocab] of that token instead (references, tests)."""
+    the token after each sequence's last valid one, sampled on the device. output="greedy": its
+    argmax (no sampling inputs; --greedy-only builds); "logits": the logits [B, vocab] of that
+    token instead (references, tests)."""
 
     def __init__(self, model: LlamaDecoder, output: str = "sample"):
         super().__init__()
@@ -363,6 +364,8 @@ class Prefill(nn.Module):
         logits = self.model.step(tokens, start, lens, cache)
         if self.output == "logits":
             return logits
+        if self.output == "greedy":
+            return argmax_rows(logits)
         temperature, top_k, top_p, seed = sampling
         return sample_tokens(logits, temperature, top_k, top_p, seed, start + lens)
 

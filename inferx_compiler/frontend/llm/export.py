@@ -39,7 +39,7 @@ class EntrySpec:
     batch: int
     length: int = 1
     # what it returns: "sample" (ids sampled on the device: temperature, top-k, top-p, seed),
-    # "greedy" (decode: the argmax ids, no sampling inputs), "logits" (references, tests)
+    # "greedy" (the argmax ids, no sampling inputs), "logits" (references, tests)
     output: str = "sample"
 
     @property

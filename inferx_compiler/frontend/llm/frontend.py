@@ -35,6 +35,7 @@ class GenerationShapes:
     batch_sizes: tuple[int, ...] = (1,)
     max_seq: int = 512
     logits: bool = False  # also entries that return logits (references, tests)
+    sampling: bool = True  # False: greedy entries only (no sampler compiled; --greedy-only)
 
     def __post_init__(self):
         if not self.prefill_lengths or not self.batch_sizes or min(self.prefill_lengths + self.batch_sizes) < 1:
@@ -46,8 +47,11 @@ class GenerationShapes:
     def entries(self) -> list[EntrySpec]:
         out = []
         for b in sorted(set(self.batch_sizes)):
-            out += [EntrySpec("prefill", b, t) for t in sorted(set(self.prefill_lengths))]
-            out += [EntrySpec("decode", b, output="greedy"), EntrySpec("decode", b, output="sample")]
+            first = "sample" if self.sampling else "greedy"
+            out += [EntrySpec("prefill", b, t, output=first) for t in sorted(set(self.prefill_lengths))]
+            out += [EntrySpec("decode", b, output="greedy")]
+            if self.sampling:
+                out += [EntrySpec("decode", b, output="sample")]
             if self.logits:
                 out += [EntrySpec("prefill", b, min(self.prefill_lengths), output="logits"),
                         EntrySpec("decode", b, output="logits")]
