@@ -378,7 +378,8 @@ def _compile_with_fallback(bytecode: bytes, build: Build, flags: list[str], log:
     a BERT-size layer norm that feeds bf16 matmuls), and if that fails too, without data tiling
     (IREE 3.13 also rejects some bool-masked attention graphs in linalg.pack; not when the build
     forces a data-tiling choice: then the failure stands). Returns (result, the Build and flags
-    that stood) and, when data tiling was dropped, a note saying so for the manifest (else None)."""
+    that stood) and, when the build differs from the one asked for (casts isolated, data tiling
+    dropped), a note saying so for the manifest (else None)."""
     from inferx_compiler.backend import iree_backend
 
     def build_with(b: Build, flags: list[str], note: Optional[str] = None):
@@ -412,8 +413,9 @@ def _compile_with_fallback(bytecode: bytes, build: Build, flags: list[str], log:
     isolated = build.with_(isolate_casts=True)
     if iree_input_pipeline(isolated) != iree_input_pipeline(build):
         log.warn(f"IREE failed with data tiling ({_first_error(failure)}); building again with inferx-isolate-casts")
+        note = (f"inferx-isolate-casts added: IREE failed to data-tile without it ({_first_error(failure)})")
         try:
-            return build_with(isolated, flags)
+            return build_with(isolated, flags, note)
         except PipelineError as e:
             failure = e
     if build.data_tiling is not None:

@@ -47,6 +47,7 @@ def test_bf16_layer_norm_projection_is_data_tiled_and_right(tmp_path):
         assert any("built without data tiling: IREE failed with it" in n for n in manifest["notes"]), manifest["notes"]
     else:
         assert "inferx-isolate-casts" in manifest["pipeline"]["iree-input"]
+        assert any(n.startswith("inferx-isolate-casts added") for n in manifest["notes"]), manifest["notes"]
         isolated = [d for d in report["decisions"] if d["pass"] == "inferx-isolate-casts"]
         assert isolated, "the layer norm's bf16 truncation was not isolated"
     feeds = random_inputs(norm_projection(), batch=1)
@@ -57,11 +58,13 @@ def test_bf16_layer_norm_projection_is_data_tiled_and_right(tmp_path):
 
 
 def test_a_model_iree_tiles_anyway_is_not_isolated(tmp_path):
-    """At 256 wide IREE data-tiles the bf16 layer norm itself for AVX2: the first build stands.
+    """At 64 wide IREE data-tiles the bf16 layer norm itself for AVX2: the first build stands.
     (Built for x86-avx2, not the host: whether IREE's vectors overflow depends on the CPU it
-    compiles for, and this build is only inspected.)"""
-    _, _, manifest, report = _build(tmp_path, "narrow", d=256, target="x86-avx2")
+    compiles for, and this build is only inspected. At 256 wide IREE 3.13 overflowed its vector
+    limit in one CI run out of many, with the same flags: the pack-tile choice above.)"""
+    _, _, manifest, report = _build(tmp_path, "narrow", d=64, target="x86-avx2")
     assert NO_DATA_TILING not in manifest["iree_flags"]
+    assert not manifest["notes"], manifest["notes"]
     assert "inferx-isolate-casts" not in manifest["pipeline"]["iree-input"]
     assert not [d for d in report["decisions"] if d["pass"] == "inferx-isolate-casts"]
 
