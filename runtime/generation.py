@@ -2,17 +2,19 @@
 
 A generation artifact (manifest `generation`, built from a Hugging Face folder or a GGUF file)
 holds prefill entry points (a chunk of T tokens per sequence, at each compiled chunk length)
-and decode entry points (one token per sequence), at each compiled batch size, over a KV cache
-`[layers, 2, batch, kv_heads, max_seq, head_dim]` that this session allocates once per batch size
-on the device and every call writes in place. Sampling runs on the device: each call returns the
-next token id of every sequence (greedy, or temperature / top-k / top-p with a seed), never logits.
+and decode entry points (one token per sequence), at each compiled batch size, over one paged KV
+cache `[layers, 2, blocks, kv_heads, block_size, head_dim]` that this session allocates once on
+the device and every call reads through a block table and writes in place (`kv_blocks.BlockPool`
+hands out the blocks). Sampling runs on the device: each call returns the next token id of every
+sequence (greedy, or temperature / top-k / top-p with a seed), never logits.
 
     sess = inferx_compiler.load("smollm2.ixa")
     for piece in sess.generate("The capital of France is", max_new_tokens=32):
         print(piece, end="", flush=True)
 
-Positions 0 .. max_seq-2 of a sequence are usable; row max_seq-1 is the scratch row that padding
-tokens and finished sequences write to.
+Positions 0 .. max_seq-1 of a sequence are usable; block 0 is the scratch block that padding
+tokens and idle batch rows write to. `llm_engine.Engine` serves many requests over one session
+(continuous batching); `generate` runs one call's prompts together.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from inferx_compiler.artifact.archive import open_for_running
 from inferx_compiler.errors import ArtifactError, InputValidationError
 from inferx_compiler.runtime.devices import check_compatible, default_device_for, hal_device, parse_device
+from inferx_compiler.runtime.kv_blocks import BlockPool
 from inferx_compiler.runtime.parameters import parameters_module, referenced_parameters_module
 
 Prompt = Union[str, Sequence[int]]
@@ -113,8 +116,11 @@ class GenerationSession:
         self._context = rt.VmContext(self._instance, modules=modules)
         self._entries = {e["name"]: e for e in self.record["entries"]}
         self._invokers: dict = {}
-        self._caches: dict[int, object] = {}
-        self._lock = threading.Lock()  # one call at a time: the caches are shared state
+        geometry = self.record["cache"]
+        self.block_size, self.table_width = int(geometry["block_size"]), int(geometry["table_width"])
+        self.blocks = BlockPool(int(geometry["blocks"]), self.block_size)
+        self._cache = None
+        self._lock = threading.RLock()  # one call at a time: the cache is shared state
         self.tokenizer = _tokenizer(self.artifact, self.record)
         self.eos_ids = tuple(self.config.get("eos_ids") or ())
         self.last_stats = GenerationStats()
@@ -137,16 +143,24 @@ class GenerationSession:
         return fitting[0]
 
     # -- the cache ------------------------------------------------------------------------
-    def cache_shape(self, batch: int) -> tuple[int, ...]:
-        c = self.config
-        return (c["layers"], 2, batch, c["kv_heads"], self.max_seq, c["head_dim"])
+    def cache_shape(self) -> tuple[int, ...]:
+        c, geometry = self.config, self.record["cache"]
+        return (c["layers"], 2, int(geometry["blocks"]), c["kv_heads"], self.block_size, c["head_dim"])
 
-    def cache(self, batch: int):
-        """The device-resident cache for `batch` (allocated once, zeros; calls write it in place)."""
-        if batch not in self._caches:
-            zeros = np.zeros(self.cache_shape(batch), _numpy_dtype(self.record["cache"]["dtype"]))
-            self._caches[batch] = self._rt.asdevicearray(self._device, zeros)
-        return self._caches[batch]
+    def cache(self):
+        """The device-resident paged cache (allocated once, zeros; calls write it in place)."""
+        if self._cache is None:
+            zeros = np.zeros(self.cache_shape(), _numpy_dtype(self.record["cache"]["dtype"]))
+            self._cache = self._rt.asdevicearray(self._device, zeros)
+        return self._cache
+
+    def block_table(self, rows: Sequence[Sequence[int]], batch: int) -> np.ndarray:
+        """[batch, table_width] int64: each sequence's blocks in position order, the rest (and
+        rows past len(rows): idle) the scratch block 0."""
+        table = np.zeros((batch, self.table_width), np.int64)
+        for b, blocks in enumerate(rows):
+            table[b, :len(blocks)] = blocks
+        return table
 
     # -- one call of an entry point ---------------------------------------------------------
     def _invoker(self, name: str):
@@ -161,13 +175,14 @@ class GenerationSession:
             invoker = self._invokers[name] = self._rt.FunctionInvoker(self._context, self._device, fn)
         return invoker
 
-    def prefill(self, tokens: np.ndarray, start: np.ndarray, lens: np.ndarray,
+    def prefill(self, tokens: np.ndarray, start: np.ndarray, lens: np.ndarray, table: np.ndarray,
                 sampling: Sequence[Sampling]) -> np.ndarray:
-        """One chunk: tokens [B, T] at positions start[b] + t (t < lens[b]; the rest padding) ->
-        the next token id [B] of each sequence, sampled on the device."""
+        """One chunk: tokens [B, T] at positions start[b] + t (t < lens[b]; the rest padding), in
+        the blocks of table [B, table_width] -> the next token id [B] of each sequence, sampled on
+        the device."""
         B, T = tokens.shape
         name = f"prefill_b{B}_t{T}"
-        args = (_i64(tokens), _i64(start), _i64(lens), self.cache(B))
+        args = (_i64(tokens), _i64(start), _i64(lens), _i64(table), self.cache())
         if self._entries.get(name, {}).get("output") == "greedy":
             self._check_greedy(sampling)
         else:
@@ -179,11 +194,12 @@ class GenerationSession:
             raise InputValidationError(f"{self.artifact.path} was compiled --greedy-only (no sampler on the device): "
                                        f"temperature must be 0")
 
-    def decode(self, tokens: np.ndarray, positions: np.ndarray, sampling: Sequence[Sampling]) -> np.ndarray:
-        """One step: token [B] at positions [B] -> the next token id [B], chosen on the device (the
-        greedy entry when every sequence is greedy, else the sampling one)."""
+    def decode(self, tokens: np.ndarray, positions: np.ndarray, table: np.ndarray,
+               sampling: Sequence[Sampling]) -> np.ndarray:
+        """One step: token [B] at positions [B] (blocks: table) -> the next token id [B], chosen on
+        the device (the greedy entry when every sequence is greedy, else the sampling one)."""
         B = tokens.shape[0]
-        args = (_i64(tokens).reshape(B, 1), _i64(positions), self.cache(B))
+        args = (_i64(tokens).reshape(B, 1), _i64(positions), _i64(table), self.cache())
         if f"decode_b{B}_sample" not in self._entries:
             self._check_greedy(sampling)
         if all(s.temperature <= 0 for s in sampling):
@@ -192,15 +208,17 @@ class GenerationSession:
             out = self._invoker(f"decode_b{B}_sample")(*args, *_sampling_arrays(sampling))
         return _first(out).to_host().astype(np.int64)
 
-    def prefill_logits(self, tokens, start, lens) -> np.ndarray:
+    def prefill_logits(self, tokens, start, lens, table) -> np.ndarray:
         """The `_logits` prefill entry (built with logits: references and tests)."""
         B, T = tokens.shape
-        out = self._invoker(f"prefill_b{B}_t{T}_logits")(_i64(tokens), _i64(start), _i64(lens), self.cache(B))
+        out = self._invoker(f"prefill_b{B}_t{T}_logits")(_i64(tokens), _i64(start), _i64(lens), _i64(table),
+                                                          self.cache())
         return _first(out).to_host()
 
-    def decode_logits(self, tokens, positions) -> np.ndarray:
+    def decode_logits(self, tokens, positions, table) -> np.ndarray:
         B = tokens.shape[0]
-        out = self._invoker(f"decode_b{B}_logits")(_i64(tokens).reshape(B, 1), _i64(positions), self.cache(B))
+        out = self._invoker(f"decode_b{B}_logits")(_i64(tokens).reshape(B, 1), _i64(positions), _i64(table),
+                                                   self.cache())
         return _first(out).to_host()
 
     # -- generation -----------------------------------------------------------------------
@@ -266,26 +284,40 @@ class GenerationSession:
         longest = max(len(p) for p in encoded)
         if min(len(p) for p in encoded) < 1:
             raise InputValidationError("every prompt needs at least one token")
-        if longest > self.max_seq - 1:
-            raise InputValidationError(f"a prompt of {longest} tokens does not fit: this artifact's cache holds "
-                                       f"{self.max_seq - 1} positions per sequence (--max-seq {self.max_seq})")
+        if longest > self.max_seq:
+            raise InputValidationError(f"a prompt of {longest} tokens does not fit: this artifact holds "
+                                       f"{self.max_seq} positions per sequence (--max-seq {self.max_seq})")
         stops = set(self.eos_ids if stop_ids is None else stop_ids)
-        idle = batch - len(encoded)  # rows of the compiled batch no prompt uses: one token at the scratch row
+        idle = batch - len(encoded)  # rows of the compiled batch no prompt uses: a table row of scratch blocks
         prompts = encoded + [[0]] * idle
         samplings += [Sampling()] * idle
         with self._lock:
-            yield from self._run(prompts, samplings, len(encoded), max_new_tokens, stops)
+            blocks = self._blocks_for([min(self.max_seq, len(p) + max_new_tokens) for p in encoded])
+            try:
+                table = self.block_table(blocks, batch)
+                yield from self._run(prompts, samplings, len(encoded), max_new_tokens, stops, table)
+            finally:
+                for held in blocks:
+                    self.blocks.release(held)
 
-    def _run(self, prompts, samplings, live: int, max_new_tokens: int, stops: set) -> Iterator[list]:
+    def _blocks_for(self, positions: Sequence[int]) -> list[list[int]]:
+        """Blocks for sequences of these many positions, or an error naming the shortfall."""
+        need = [-(-n // self.block_size) for n in positions]
+        if sum(need) > self.blocks.available:
+            raise InputValidationError(f"these sequences need {sum(need)} KV cache blocks of {self.block_size} "
+                                       f"positions; {self.blocks.available} are free (rebuild with a larger "
+                                       f"--kv-blocks, or ask for fewer tokens)")
+        return [[self.blocks.allocate() for _ in range(n)] for n in need]
+
+    def _run(self, prompts, samplings, live: int, max_new_tokens: int, stops: set, table) -> Iterator[list]:
         stats = self.last_stats = GenerationStats(prompt_tokens=sum(len(p) for p in prompts[:live]))
         t0 = time.perf_counter()
         B = len(prompts)
-        self._caches.pop(B, None)  # a fresh cache for this batch
-        nxt = self._prefill_prompts(prompts, samplings, live)
+        nxt = self._prefill_prompts(prompts, samplings, table)
         pos = np.array([len(p) for p in prompts], np.int64)
         finished = np.zeros(B, bool)
         finished[live:] = True
-        scratch = self.max_seq - 1
+        limit = np.array([min(self.max_seq, len(p) + max_new_tokens) for p in prompts], np.int64)
         for step in range(max_new_tokens):
             row = [None if finished[b] else int(nxt[b]) for b in range(live)]
             if step == 0:
@@ -293,17 +325,17 @@ class GenerationSession:
             stats.new_tokens += sum(t is not None for t in row)
             yield row
             for b in range(live):
-                if not finished[b] and (int(nxt[b]) in stops or pos[b] >= scratch):
+                if not finished[b] and (int(nxt[b]) in stops or pos[b] >= limit[b]):
                     finished[b] = True
             if step == max_new_tokens - 1 or finished.all():
                 break
-            positions = np.where(finished, scratch, pos)
-            nxt = self.decode(nxt, positions, samplings)
+            # finished rows: the scratch block
+            nxt = self.decode(nxt, np.where(finished, 0, pos), np.where(finished[:, None], 0, table), samplings)
             stats.decode_steps += 1
             pos = pos + 1
         stats.total_s = time.perf_counter() - t0
 
-    def _prefill_prompts(self, prompts: list[list[int]], samplings, live: int) -> np.ndarray:
+    def _prefill_prompts(self, prompts: list[list[int]], samplings, table: np.ndarray) -> np.ndarray:
         """Ragged prompts through the compiled chunk lengths; the first new token of each."""
         B = len(prompts)
         lengths = self.prefill_lengths(B)
@@ -316,8 +348,7 @@ class GenerationSession:
             tokens = np.zeros((B, T), np.int64)
             for b, p in enumerate(prompts):
                 tokens[b, : take[b]] = p[done[b]: done[b] + take[b]]
-            start = np.where(take > 0, done, self.max_seq - 1)  # rows already done: the scratch row
-            ids = self.prefill(tokens, start, take, samplings)
+            ids = self.prefill(tokens, done, take, table, samplings)  # rows already done: lens 0, no write
             first = np.where(take > 0, ids, first)
             done += take
         return first

@@ -196,7 +196,12 @@ def _conv_algorithms_option(ctx, param, value):
 @click.option("--prefill-lengths", metavar="32,128", callback=_batch_sizes,
               help="generation models: the prompt chunk lengths prefill entry points take (default 32,128)")
 @click.option("--max-seq", type=click.IntRange(min=2), default=512, show_default=True, metavar="N",
-              help="generation models: cache rows per sequence (prompt + new tokens, plus one scratch row)")
+              help="generation models: the most positions a sequence holds (prompt + new tokens)")
+@click.option("--kv-block-size", type=click.IntRange(min=1), default=16, show_default=True, metavar="N",
+              help="generation models: positions per block of the paged KV cache")
+@click.option("--kv-blocks", type=click.IntRange(min=2), default=None, metavar="N",
+              help="generation models: blocks in the KV cache, the scratch block included (default: every "
+                   "sequence of the largest batch at --max-seq; more lets a server keep more prefixes)")
 @click.option("--kv-cache-dtype", default="model", show_default=True,
               type=click.Choice(("model", "fp32", "fp16", "bf16", "int8", "fp8")),
               help="generation models: the KV cache's element type (model: the --precision of the weights)")
@@ -364,7 +369,8 @@ def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
                           f"fp8 needs Hopper code IREE 3.13 does not generate)")
     shapes = GenerationShapes(prefill_lengths=tuple(args.prefill_lengths or (32, 128)),
                               batch_sizes=tuple(args.batch_sizes or (1,)), max_seq=args.max_seq,
-                              logits=args.with_logits, sampling=not args.greedy_only)
+                              logits=args.with_logits, sampling=not args.greedy_only,
+                              kv_block_size=args.kv_block_size, kv_blocks=args.kv_blocks)
     out = args.output or _default_output(args.model.rstrip("/"), args.emit)
     t0 = time.monotonic()
     result = compile_llm(args.model, options, shapes, log, weights=args.weights_mode)

@@ -77,7 +77,7 @@ def family(request, tmp_path_factory):
     reference = save_tiny(folder, class_name, config)
     out = folder / "model.ixa"
     assert compile_main([str(folder), "--target", "cpu", "--prefill-lengths", str(CHUNK), "--batch-sizes", str(BATCH),
-                         "--max-seq", str(MAX_SEQ), "--with-logits", "-q", "-o", str(out)]) == 0
+                         "--max-seq", str(MAX_SEQ), "--kv-block-size", "4", "--with-logits", "-q", "-o", str(out)]) == 0
     return request.param, reference, out
 
 
@@ -100,6 +100,9 @@ def test_prefill_and_decode_logits_match_transformers(family):
     full = [p + list(np.random.default_rng(b).integers(3, 320, 4)) for b, p in enumerate(prompts)]
     refs = [_reference_logits(reference, ids) for ids in full]
     lens = np.array([len(p) for p in prompts])
+    # sequence b in blocks placed apart and out of order: the table, not the layout, says where
+    width = sess.table_width
+    table = np.array([[1 + b + BATCH * j for j in range(width)][::-1] for b in range(BATCH)], np.int64)
     done = np.zeros(BATCH, np.int64)
     last = np.zeros((BATCH, 320), np.float32)
     while (done < lens).any():  # the prompts through the logits prefill entry, chunk by chunk
@@ -107,14 +110,14 @@ def test_prefill_and_decode_logits_match_transformers(family):
         tokens = np.zeros((BATCH, CHUNK), np.int64)
         for b in range(BATCH):
             tokens[b, :take[b]] = prompts[b][done[b]:done[b] + take[b]]
-        logits = sess.prefill_logits(tokens, np.where(take > 0, done, MAX_SEQ - 1), take)
+        logits = sess.prefill_logits(tokens, done, take, table)
         last = np.where((take > 0)[:, None], logits, last)
         done += take
     for b in range(BATCH):
         assert rel_l2(last[b], refs[b][lens[b] - 1]) < TOLERANCE, (name, "prefill", b)
     for step in range(4):
         tokens = np.array([full[b][lens[b] + step] for b in range(BATCH)])
-        logits = sess.decode_logits(tokens, lens + step)
+        logits = sess.decode_logits(tokens, lens + step, table)
         for b in range(BATCH):
             assert rel_l2(logits[b], refs[b][lens[b] + step]) < TOLERANCE, (name, "decode", step, b)
 
@@ -135,13 +138,14 @@ def test_greedy_tokens_equal_transformers(family):
 def test_the_cache_is_written_in_place(family):
     """The report: each decode step imports the caller's cache buffer to write it in place and
     copies no slice of it (only a few small values); at run time the session's own device buffer
-    holds the new rows."""
+    holds the new rows, in the blocks the pool gave each sequence and nowhere else."""
     _, _, artifact = family
     with zipfile.ZipFile(artifact) as z:
         functions = json.loads(z.read("report.json"))["functions"]
         manifest = json.loads(z.read("manifest.json"))
-    config = manifest["generation"]["config"]
-    cache_bytes = 4 * config["layers"] * 2 * BATCH * config["kv_heads"] * MAX_SEQ * config["head_dim"]
+    config, geometry = manifest["generation"]["config"], manifest["generation"]["cache"]
+    cache_bytes = 4 * config["layers"] * 2 * geometry["blocks"] * config["kv_heads"] * geometry["block_size"] \
+        * config["head_dim"]
     one_layer = cache_bytes // (config["layers"] * 2)  # one layer's keys (or values)
     for name in (f"decode_b{BATCH}", f"decode_b{BATCH}_sample"):
         step = functions[name]
@@ -150,10 +154,14 @@ def test_the_cache_is_written_in_place(family):
         assert step["dispatches"] > 0
     sess = inferx_compiler.load(str(artifact))
     list(sess.generate_ids(_prompts(), 3, stop_ids=()))
-    cache = sess.cache(BATCH).to_host()
-    written = np.abs(cache).sum(axis=(0, 1, 3, 5)) > 0  # [batch, position]
-    assert written[0, :5 + 2].all() and written[1, :13 + 2].all()  # prompts and the decoded tokens
-    assert not written[0, 5 + 2:MAX_SEQ - 1].any()  # nothing past them (the last row is the scratch row)
+    bs = geometry["block_size"]
+    written = np.abs(sess.cache().to_host()).sum(axis=(0, 1, 3, 5)) > 0  # [block, row]
+    # blocks come from the pool in order: sequence 0 (5 + 3 positions) first, then sequence 1 (13 + 3)
+    first, second = -(-(5 + 3) // bs), -(-(13 + 3) // bs)
+    positions = written[1:1 + first].reshape(-1), written[1 + first:1 + first + second].reshape(-1)
+    assert positions[0][:5 + 2].all() and positions[1][:13 + 2].all()  # prompts and the decoded tokens
+    assert not positions[0][5 + 2:].any() and not positions[1][13 + 2:].any()  # nothing past them
+    assert not written[1 + first + second:].any()  # no block outside theirs (0 is the scratch block)
 
 
 def test_seeded_sampling_is_reproducible_and_follows_top_k(family):
@@ -194,8 +202,8 @@ def test_text_streams_and_the_command_prints_rates(family, tmp_path):
 def test_an_over_long_prompt_is_refused(family):
     _, _, artifact = family
     sess = inferx_compiler.load(str(artifact))
-    with pytest.raises(InputValidationError, match=f"does not fit.*{MAX_SEQ - 1} positions"):
-        list(sess.generate_ids([list(range(3, 3 + MAX_SEQ))], 2))
+    with pytest.raises(InputValidationError, match=f"does not fit.*{MAX_SEQ} positions"):
+        list(sess.generate_ids([list(range(3, 4 + MAX_SEQ))], 2))
     with pytest.raises(InputValidationError, match="compiled for batches"):
         list(sess.generate_ids([[5]] * (BATCH + 1), 2))
 

@@ -4,22 +4,26 @@ Pieces: `RMSNorm`, RoPE (`rope_cos_sin`, `apply_rope`; scaling folded into the i
 frequencies by `config.rope_inv_freq`), `Attention` (GQA without repeating KV heads),
 `MLP` (SwiGLU), `DecoderLayer`, `LlamaDecoder`.
 
-KV cache: one float32 tensor that the entry points MUTATE in place,
+KV cache: one tensor in the model's dtype, in fixed-size blocks, that the entry points MUTATE
+in place,
 
-    cache[layers, 2 (k, v), batch_slots, kv_heads, max_seq, head_dim]
+    cache[layers, 2 (k, v), blocks, kv_heads, block_size, head_dim]
 
-`max_seq - 1` positions are usable per slot: the last row of every (layer, k/v, slot, head) is
-a scratch row that padded tokens of a ragged prefill chunk are written to (so padded writes can
-never clobber a real position or fall out of bounds). Each step reads the cache for the old
-positions, attends to its own new keys/values directly, and writes all layers' new k/v with a
-single `index_copy_` at the end (one scatter).
+and a block table per call, `table[B, table_width]` (int64): position p of sequence b lives in
+block table[b, p // block_size], row p % block_size. Every entry point of an artifact shares the
+one cache, whatever its batch size, so sequences keep their blocks while the batch around them
+changes (continuous batching), and sequences that share a prompt prefix can share its blocks
+(prefix caching). Block 0 is the scratch block: padding tokens of a ragged prefill chunk and the
+idle rows of a batch (a table row of zeros) write there, so they never clobber a real position.
+Each step reads the cache for the old positions through the table, attends to its own new
+keys/values directly, and writes all layers' new k/v with a single `index_copy_` at the end.
 
 Entry points (separate modules, static shapes, suitable for torch.export):
-  * `Prefill(model)(tokens[B,T], start[B], lens[B], cache, temperature, top_k, top_p, seed)` ->
-    the next token id of each sequence, sampled on the device (`sample_tokens`). Token t of
+  * `Prefill(model)(tokens[B,T], start[B], lens[B], table, cache, temperature, top_k, top_p, seed)`
+    -> the next token id of each sequence, sampled on the device (`sample_tokens`). Token t of
     sequence b sits at position start[b] + t; tokens t >= lens[b] are padding.
-  * `Decode(model, output)(tokens[B,1], positions[B], cache[, temperature, top_k, top_p, seed])` ->
-    ids[B]: the argmax ("greedy", no sampling inputs) or sampled ("sample").
+  * `Decode(model, output)(tokens[B,1], positions[B], table, cache[, temperature, top_k, top_p,
+    seed])` -> ids[B]: the argmax ("greedy", no sampling inputs) or sampled ("sample").
   Built with output="logits", either returns the logits [B, vocab] instead (references, tests).
 
 Attention masks: key s of the cache is visible to query (b, t) iff s < start[b] (and, with a
@@ -30,6 +34,7 @@ lengths therefore share one batch (ragged batches).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -41,13 +46,35 @@ from inferx_compiler.frontend.llm.config import DecoderConfig, rope_inv_freq
 NEG = -1.0e30  # finite "minus infinity" for masked scores (avoids inf-inf NaNs anywhere)
 
 
-def cache_shape(cfg: DecoderConfig, batch: int, max_seq: int) -> tuple[int, ...]:
-    """Shape of the KV cache tensor for `batch` slots of `max_seq` rows (max_seq-1 usable)."""
-    return (cfg.layers, 2, batch, cfg.kv_heads, max_seq, cfg.head_dim)
+@dataclass(frozen=True)
+class CacheGeometry:
+    """The KV cache's blocks: `blocks` of `block_size` rows (block 0 the scratch block), and the
+    block table's width (`table_width` blocks a sequence: max_seq positions rounded up)."""
+
+    blocks: int
+    block_size: int
+    table_width: int
+
+    @property
+    def positions(self) -> int:
+        return self.table_width * self.block_size
 
 
-def new_cache(cfg: DecoderConfig, batch: int, max_seq: int, dtype=torch.float32) -> torch.Tensor:
-    return torch.zeros(cache_shape(cfg, batch, max_seq), dtype=dtype)
+def cache_shape(cfg: DecoderConfig, blocks: int, block_size: int) -> tuple[int, ...]:
+    """Shape of the KV cache tensor: `blocks` blocks (block 0 the scratch block) of `block_size` rows."""
+    return (cfg.layers, 2, blocks, cfg.kv_heads, block_size, cfg.head_dim)
+
+
+def new_cache(cfg: DecoderConfig, blocks: int, block_size: int, dtype=torch.float32) -> torch.Tensor:
+    return torch.zeros(cache_shape(cfg, blocks, block_size), dtype=dtype)
+
+
+def read_blocks(cache_kv: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """One layer's keys (or values) [blocks, kvh, bs, D] read through table [B, M] ->
+    [B, kvh, M*bs, D], position-major as the attention reads them."""
+    B, M = table.shape
+    _, kvh, bs, D = cache_kv.shape
+    return cache_kv[table].permute(0, 2, 1, 3, 4).reshape(B, kvh, M * bs, D)
 
 
 class RMSNorm(nn.Module):
@@ -202,14 +229,15 @@ class LlamaDecoder(nn.Module):
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
         return torch.matmul(self.norm(h), w.t())
 
-    def step(self, tokens, start, lens, cache, all_logits: bool = False):
-        """Run tokens [B,T] at positions start[b]+t; write their k/v into `cache` in place.
+    def step(self, tokens, start, lens, table, cache, all_logits: bool = False):
+        """Run tokens [B,T] at positions start[b]+t (sequence b's blocks: table[b]); write their
+        k/v into `cache` in place.
 
         Returns logits [B, vocab] at each sequence's last valid token (t = lens[b]-1), or
         [B, T, vocab] with all_logits."""
         cfg = self.cfg
         B, T = tokens.shape
-        L, _, Bc, kvh, S, D = cache.shape
+        S = table.shape[1] * cache.shape[4]  # the positions a table row spans
         t_idx = torch.arange(T, dtype=torch.int64)
         pos = start[:, None] + t_idx[None, :]  # [B, T]
         cos, sin = rope_cos_sin(self.inv_freq, pos)
@@ -229,10 +257,11 @@ class LlamaDecoder(nn.Module):
         x = self.embed(tokens)
         new_k, new_v = [], []
         for i, layer in enumerate(self.layers):
-            x, k, v = layer(x, cos, sin, cache[i, 0], cache[i, 1], cache_mask, self_mask)
+            k_cache, v_cache = read_blocks(cache[i, 0], table), read_blocks(cache[i, 1], table)
+            x, k, v = layer(x, cos, sin, k_cache, v_cache, cache_mask, self_mask)
             new_k.append(k)
             new_v.append(v)
-        write_cache(cache, torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1), pos, lens)
+        write_cache(cache, torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1), pos, lens, table)
         if all_logits:
             return self.logits(x)
         last = (lens - 1).clamp(min=0)
@@ -240,18 +269,22 @@ class LlamaDecoder(nn.Module):
         return self.logits(h)
 
 
-def write_cache(cache: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, lens: torch.Tensor) -> None:
-    """Scatter kv [L, 2, B, kvh, T, D] into cache [L, 2, B, kvh, S, D] at rows pos[b, t].
-
-    Padding tokens (t >= lens[b]) go to the scratch row S-1. One `index_copy_` on a flat
-    [L*2*B*kvh*S, D] view of the cache, i.e. one scatter of L*2*B*kvh*T rows."""
-    L, two, B, kvh, S, D = cache.shape
+def write_cache(cache: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, lens: torch.Tensor,
+                table: torch.Tensor) -> None:
+    """Scatter kv [L, 2, B, kvh, T, D] into cache [L, 2, blocks, kvh, bs, D]: token t of sequence b
+    to block table[b, pos[b,t] // bs], row pos[b,t] % bs. Padding tokens (t >= lens[b]) go to the
+    scratch block 0. One `index_copy_` on a flat [L*2*blocks*kvh*bs, D] view of the cache, i.e.
+    one scatter of L*2*B*kvh*T rows."""
+    L, two, blocks, kvh, bs, D = cache.shape
     T = kv.shape[4]
-    t_idx = torch.arange(T, dtype=torch.int64)
-    rows = torch.where(t_idx[None, :] < lens[:, None], pos, S - 1)  # [B, T]
-    base = torch.arange(L * two * B * kvh, dtype=torch.int64).view(L, two, B, kvh, 1) * S
-    index = (base + rows[None, None, :, None, :]).reshape(-1)  # [L*2*B*kvh*T]
-    cache.view(-1, D).index_copy_(0, index, kv.reshape(-1, D))
+    valid = torch.arange(T, dtype=torch.int64)[None, :] < lens[:, None]  # [B, T]
+    block = torch.gather(table, 1, (pos // bs).clamp(max=table.shape[1] - 1))
+    block = torch.where(valid, block, 0)[None, None, :, None, :]  # [1, 1, B, 1, T]
+    row = torch.where(valid, pos % bs, 0)[None, None, :, None, :]
+    layer_kv = torch.arange(L * two, dtype=torch.int64).view(L, two, 1, 1, 1)
+    head = torch.arange(kvh, dtype=torch.int64).view(1, 1, 1, kvh, 1)
+    index = ((layer_kv * blocks + block) * kvh + head) * bs + row  # [L, 2, B, kvh, T]
+    cache.view(-1, D).index_copy_(0, index.reshape(-1), kv.reshape(-1, D))
 
 
 # ----------------------------------------------------------------------------- sampling on the device
@@ -350,7 +383,8 @@ def argmax_rows(x: torch.Tensor) -> torch.Tensor:
 class Prefill(nn.Module):
     """Export entry: a chunk of each prompt, its k/v written into the cache in place.
 
-    (tokens[B,T], start[B], lens[B], cache, temperature[B], top_k[B], top_p[B], seed[B]) -> ids[B]:
+    (tokens[B,T], start[B], lens[B], table[B,M], cache, temperature[B], top_k[B], top_p[B], seed[B])
+    -> ids[B]:
     the token after each sequence's last valid one, sampled on the device. output="greedy": its
     argmax (no sampling inputs; --greedy-only builds); "logits": the logits [B, vocab] of that
     token instead (references, tests)."""
@@ -360,8 +394,8 @@ class Prefill(nn.Module):
         self.model = model
         self.output = output
 
-    def forward(self, tokens, start, lens, cache, *sampling):
-        logits = self.model.step(tokens, start, lens, cache)
+    def forward(self, tokens, start, lens, table, cache, *sampling):
+        logits = self.model.step(tokens, start, lens, table, cache)
         if self.output == "logits":
             return logits
         if self.output == "greedy":
@@ -371,7 +405,7 @@ class Prefill(nn.Module):
 
 
 class Decode(nn.Module):
-    """Export entry: one token per sequence, (tokens[B,1], positions[B], cache, ...) -> by `output`:
+    """Export entry: one token per sequence, (tokens[B,1], positions[B], table[B,M], cache, ...) -> by `output`:
 
       "greedy":  ids[B], the argmax (no sampling inputs: the lean step most calls take)
       "sample":  (..., temperature[B], top_k[B], top_p[B], seed[B]) -> ids[B] (sample_tokens)
@@ -382,9 +416,9 @@ class Decode(nn.Module):
         self.model = model
         self.output = output
 
-    def forward(self, tokens, positions, cache, *sampling):
+    def forward(self, tokens, positions, table, cache, *sampling):
         lens = torch.ones_like(positions)
-        logits = self.model.step(tokens, positions, lens, cache)
+        logits = self.model.step(tokens, positions, lens, table, cache)
         if self.output == "logits":
             return logits
         if self.output == "greedy":

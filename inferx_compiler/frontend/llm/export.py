@@ -25,7 +25,7 @@ from torch import nn
 from inferx_compiler.dialects.inferx import PARAMETER_ATTR
 from inferx_compiler.errors import ModelLoadError
 from inferx_compiler.frontend.llm.config import DecoderConfig
-from inferx_compiler.frontend.llm.decoder import Decode, LlamaDecoder, Prefill, cache_shape, param_name
+from inferx_compiler.frontend.llm.decoder import CacheGeometry, Decode, LlamaDecoder, Prefill, cache_shape, param_name
 from inferx_compiler.frontend.llm.weights import expected_names, expected_shapes
 
 CACHE_OUTPUT_ATTR = "iree.abi.output"
@@ -70,21 +70,23 @@ class WeightsAsInputs(nn.Module):
         return torch.func.functional_call(self._entry, dict(zip(self.names, weights)), user, strict=False)
 
 
-def user_inputs(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, dtype=torch.float32) -> tuple:
+def user_inputs(cfg: DecoderConfig, spec: EntrySpec, geometry: CacheGeometry, dtype=torch.float32) -> tuple:
     """Example user inputs of an entry (their shapes and dtypes are the entry's)."""
     B, T = spec.batch, spec.length
     i64 = dict(dtype=torch.int64)
-    cache = torch.zeros(cache_shape(cfg, B, max_seq), dtype=dtype)
+    cache = torch.zeros(cache_shape(cfg, geometry.blocks, geometry.block_size), dtype=dtype)
+    table = torch.zeros(B, geometry.table_width, **i64)
     if spec.kind == "decode":
-        user = (torch.zeros(B, 1, **i64), torch.zeros(B, **i64), cache)
+        user = (torch.zeros(B, 1, **i64), torch.zeros(B, **i64), table, cache)
     else:
-        user = (torch.zeros(B, T, **i64), torch.zeros(B, **i64), torch.full((B,), T, **i64), cache)
+        user = (torch.zeros(B, T, **i64), torch.zeros(B, **i64), torch.full((B,), T, **i64), table, cache)
     if spec.output == "sample":  # the sampler's inputs: temperature, top_k, top_p, seed
         user += (torch.zeros(B), torch.zeros(B, **i64), torch.ones(B), torch.zeros(B, **i64))
     return user
 
 
-def export_entry(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, rope_freqs=None, dtype=torch.float32):
+def export_entry(cfg: DecoderConfig, spec: EntrySpec, geometry: CacheGeometry, rope_freqs=None,
+                 dtype=torch.float32):
     """torch.export one entry point with weights, activations and cache in `dtype`; returns the
     decomposed ExportedProgram."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
@@ -92,7 +94,7 @@ def export_entry(cfg: DecoderConfig, spec: EntrySpec, max_seq: int, rope_freqs=N
     with torch.device("meta"):
         model = LlamaDecoder(cfg, rope_freqs, device="meta", dtype=dtype).eval()
     entry = (Decode if spec.kind == "decode" else Prefill)(model, output=spec.output)
-    user = user_inputs(cfg, spec, max_seq, dtype)
+    user = user_inputs(cfg, spec, geometry, dtype)
     shapes = expected_shapes(cfg)
     weights = tuple(torch.empty(shapes[n], dtype=dtype) for n in expected_names(cfg))  # never read: faked
     try:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
 from inferx_compiler.errors import ModelLoadError
 from inferx_compiler.frontend import graph_lowering
 from inferx_compiler.frontend.imported import ImportedModel
+from inferx_compiler.frontend.llm.decoder import CacheGeometry
 from inferx_compiler.frontend.llm.export import EntrySpec, export_entry, import_entries, tag_parameters
 from inferx_compiler.frontend.llm.source import LlmSource
 from inferx_compiler.frontend.llm.weights import expected_names, hf_name
@@ -29,20 +30,34 @@ GENERATION_FORMAT = 1  # the manifest's "generation" record
 @dataclasses.dataclass(frozen=True)
 class GenerationShapes:
     """The compiled entry points: prefill chunks of `prefill_lengths` tokens and decode steps, at
-    each of `batch_sizes`, over a cache of `max_seq` rows per sequence (max_seq - 1 usable)."""
+    each of `batch_sizes`, for sequences of up to `max_seq` positions, over one KV cache of
+    `kv_blocks` blocks of `kv_block_size` rows (block 0 the scratch block; default: enough for
+    every sequence of the largest batch at max_seq)."""
 
     prefill_lengths: tuple[int, ...] = (32, 128)
     batch_sizes: tuple[int, ...] = (1,)
     max_seq: int = 512
     logits: bool = False  # also entries that return logits (references, tests)
     sampling: bool = True  # False: greedy entries only (no sampler compiled; --greedy-only)
+    kv_block_size: int = 16
+    kv_blocks: Optional[int] = None
 
     def __post_init__(self):
         if not self.prefill_lengths or not self.batch_sizes or min(self.prefill_lengths + self.batch_sizes) < 1:
             raise ModelLoadError("--prefill-lengths and --batch-sizes need at least one positive size each")
-        if self.max_seq < max(self.prefill_lengths) + 1:
-            raise ModelLoadError(f"--max-seq {self.max_seq} must exceed the longest prefill chunk "
-                                 f"({max(self.prefill_lengths)}): one cache row is the scratch row")
+        if self.max_seq < max(self.prefill_lengths):
+            raise ModelLoadError(f"--max-seq {self.max_seq} must be at least the longest prefill chunk "
+                                 f"({max(self.prefill_lengths)})")
+        if self.kv_block_size < 1:
+            raise ModelLoadError(f"--kv-block-size must be >= 1, got {self.kv_block_size}")
+        if self.kv_blocks is not None and self.kv_blocks < 2:
+            raise ModelLoadError(f"--kv-blocks must be >= 2 (block 0 is the scratch block), got {self.kv_blocks}")
+
+    @property
+    def cache(self) -> CacheGeometry:
+        width = -(-self.max_seq // self.kv_block_size)
+        blocks = self.kv_blocks if self.kv_blocks is not None else 1 + max(self.batch_sizes) * width
+        return CacheGeometry(blocks=blocks, block_size=self.kv_block_size, table_width=width)
 
     def entries(self) -> list[EntrySpec]:
         out = []
@@ -78,7 +93,7 @@ class LlmFrontend:
 
     def import_module(self, context, log: BuildLog) -> ImportedModel:
         cfg = self.model.config
-        if self.shapes.max_seq - 1 > cfg.max_positions:
+        if self.shapes.max_seq > cfg.max_positions:
             log.warn(f"--max-seq {self.shapes.max_seq} exceeds the model's max_position_embeddings "
                      f"({cfg.max_positions}): positions past it were never trained")
         names = expected_names(cfg)
@@ -93,9 +108,10 @@ class LlmFrontend:
             record = {"mode": "copy", "from": self.model.kind, "dtype": self.dtype}
         entries = self.shapes.entries()
         torch_dtype = getattr(__import__("torch"), self.dtype)
+        geometry = self.shapes.cache
         programs = {}
         for i, entry in enumerate(entries, 1):
-            programs[entry.name] = (export_entry(cfg, entry, self.shapes.max_seq, rope_freqs, torch_dtype), keys)
+            programs[entry.name] = (export_entry(cfg, entry, geometry, rope_freqs, torch_dtype), keys)
             log.step(f"exported {entry.name} ({i}/{len(entries)}) with torch.export")
         module_op = import_entries(programs, context)
         log.step(f"imported {len(entries)} entry points through torch-mlir's FX importer")
@@ -103,8 +119,9 @@ class LlmFrontend:
                 "opset": None, "upgraded_from_opset": None}
         generation = {"format": GENERATION_FORMAT, "config": cfg.to_dict(), "max_seq": self.shapes.max_seq,
                       "dtype": self.dtype, "entries": [e.to_json() for e in entries], "cache": {
-                          "layout": ["layers", "kv", "batch", "kv_heads", "max_seq", "head_dim"],
-                          "dtype": self.dtype, "scratch_row": self.shapes.max_seq - 1},
+                          "layout": ["layers", "kv", "blocks", "kv_heads", "block_size", "head_dim"],
+                          "dtype": self.dtype, "blocks": geometry.blocks, "block_size": geometry.block_size,
+                          "table_width": geometry.table_width, "scratch_block": 0},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
                       "weights": record, "notes": list(self.model.notes)}
         self._keys = keys
