@@ -120,7 +120,8 @@ class GenerationSession:
         self.block_size, self.table_width = int(geometry["block_size"]), int(geometry["table_width"])
         self.blocks = BlockPool(int(geometry["blocks"]), self.block_size)
         self._cache = None
-        self._lock = threading.RLock()  # one call at a time: the cache is shared state
+        self._lock = threading.RLock()  # one generate() at a time
+        self._invoke_lock = threading.Lock()  # one entry-point call at a time (the engine's thread, generate)
         self.tokenizer = _tokenizer(self.artifact, self.record)
         self.eos_ids = tuple(self.config.get("eos_ids") or ())
         self.last_stats = GenerationStats()
@@ -133,6 +134,11 @@ class GenerationSession:
     def prefill_lengths(self, batch: int) -> list[int]:
         return sorted(e["length"] for e in self._entries.values()
                       if e["kind"] == "prefill" and e["batch"] == batch and e["output"] in ("sample", "greedy"))
+
+    @property
+    def can_sample(self) -> bool:
+        """Whether a sampler was compiled (not --greedy-only)."""
+        return any(e["output"] == "sample" for e in self._entries.values())
 
     def batch_for(self, sequences: int) -> int:
         """The smallest compiled batch that holds `sequences` (the rest of it idles)."""
@@ -163,6 +169,11 @@ class GenerationSession:
         return table
 
     # -- one call of an entry point ---------------------------------------------------------
+    def _call(self, name: str, *args):
+        invoker = self._invoker(name)
+        with self._invoke_lock:
+            return _first(invoker(*args)).to_host()
+
     def _invoker(self, name: str):
         invoker = self._invokers.get(name)
         if invoker is None:
@@ -187,7 +198,7 @@ class GenerationSession:
             self._check_greedy(sampling)
         else:
             args += tuple(_sampling_arrays(sampling))
-        return _first(self._invoker(name)(*args)).to_host().astype(np.int64)
+        return self._call(name, *args).astype(np.int64)
 
     def _check_greedy(self, sampling: Sequence[Sampling]) -> None:
         if any(s.temperature > 0 for s in sampling):
@@ -203,23 +214,21 @@ class GenerationSession:
         if f"decode_b{B}_sample" not in self._entries:
             self._check_greedy(sampling)
         if all(s.temperature <= 0 for s in sampling):
-            out = self._invoker(f"decode_b{B}")(*args)
+            out = self._call(f"decode_b{B}", *args)
         else:
-            out = self._invoker(f"decode_b{B}_sample")(*args, *_sampling_arrays(sampling))
-        return _first(out).to_host().astype(np.int64)
+            out = self._call(f"decode_b{B}_sample", *args, *_sampling_arrays(sampling))
+        return out.astype(np.int64)
 
     def prefill_logits(self, tokens, start, lens, table) -> np.ndarray:
         """The `_logits` prefill entry (built with logits: references and tests)."""
         B, T = tokens.shape
-        out = self._invoker(f"prefill_b{B}_t{T}_logits")(_i64(tokens), _i64(start), _i64(lens), _i64(table),
-                                                          self.cache())
-        return _first(out).to_host()
+        return self._call(f"prefill_b{B}_t{T}_logits", _i64(tokens), _i64(start), _i64(lens), _i64(table),
+                          self.cache())
 
     def decode_logits(self, tokens, positions, table) -> np.ndarray:
         B = tokens.shape[0]
-        out = self._invoker(f"decode_b{B}_logits")(_i64(tokens).reshape(B, 1), _i64(positions), _i64(table),
-                                                   self.cache())
-        return _first(out).to_host()
+        return self._call(f"decode_b{B}_logits", _i64(tokens).reshape(B, 1), _i64(positions), _i64(table),
+                          self.cache())
 
     # -- generation -----------------------------------------------------------------------
     def chat_prompt(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
