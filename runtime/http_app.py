@@ -142,8 +142,10 @@ class HTTPFrontEnd:
     """The endpoints over one `InferenceCore`."""
 
     def __init__(self, core: InferenceCore, *, max_body_bytes: int = MAX_BODY_BYTES,
-                 read_timeout_s: float = READ_TIMEOUT_S):
+                 read_timeout_s: float = READ_TIMEOUT_S, extra_routes: tuple = ()):
+        """`extra_routes`: more Starlette routes (the generation endpoints, openai_api.py)."""
         self.core = core
+        self.extra_routes = list(extra_routes)
         self.max_body_bytes = max_body_bytes
         self.read_timeout_s = read_timeout_s
         self._openapi = json.dumps(openapi_document(core.version)).encode()
@@ -155,7 +157,7 @@ class HTTPFrontEnd:
     def app(self):
         """The ASGI app: infer requests straight to `infer_asgi`, the rest to Starlette."""
         routes = [Route(path, getattr(self, handler), methods=[method])
-                  for method, path, handler, _, _ in ENDPOINTS]
+                  for method, path, handler, _, _ in ENDPOINTS] + self.extra_routes
         starlette = Starlette(routes=routes, exception_handlers={HTTPException: self._http_exception,
                                                                  Exception: self._internal_error})
         match = _INFER_PATH.match

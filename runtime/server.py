@@ -69,14 +69,27 @@ class InferenceServer:
                  grpc_port: Optional[int] = None, *, reuse_port: bool = False, multiprocess_metrics: bool = False,
                  max_body_bytes: int = MAX_BODY_BYTES, read_timeout_s: float = READ_TIMEOUT_S,
                  queue_timeout_s: Optional[float] = None, graceful_timeout_s: float = 30.0,
-                 keep_alive_s: float = 5.0):
+                 keep_alive_s: float = 5.0, generation=None):
         """`models`: a ModelRepository, or one Service served as model `name`, version 1.
+        `generation`: llm_models.GenerationModels, served by the OpenAI-compatible and KServe
+        generate endpoints (openai_api.py; the server stops their engines when it ends).
         `grpc_port` None: no gRPC. The HTTP port is bound here (OSError when taken); gRPC's when
         the server starts."""
         self.repository = models if isinstance(models, ModelRepository) else ModelRepository.single(models, name)
+        self.generation = generation
         self.metrics = ServingMetrics(multiprocess=multiprocess_metrics)
         self.core = InferenceCore(self.repository, self.metrics, queue_timeout_s=queue_timeout_s)
-        self.http = HTTPFrontEnd(self.core, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s)
+        routes = ()
+        if generation:
+            from inferx_compiler.runtime.openai_api import OpenAIFrontEnd
+            from inferx_compiler.runtime.serving_metrics import GenerationMetrics
+
+            if multiprocess_metrics:
+                raise ValueError("generation models are served by one process (their engines hold the device cache)")
+            GenerationMetrics(self.metrics.registry, generation)
+            routes = OpenAIFrontEnd(generation).routes()
+        self.http = HTTPFrontEnd(self.core, max_body_bytes=max_body_bytes, read_timeout_s=read_timeout_s,
+                                 extra_routes=routes)
         self.host, self.reuse_port = host, reuse_port
         self.graceful_timeout_s, self.keep_alive_s = graceful_timeout_s, keep_alive_s
         self.max_body_bytes = max_body_bytes
@@ -94,7 +107,7 @@ class InferenceServer:
 
     @property
     def name(self) -> str:
-        return ",".join(self.repository.names())
+        return ",".join(self.repository.names() + (self.generation.names() if self.generation else []))
 
     @property
     def url(self) -> str:
@@ -143,6 +156,8 @@ class InferenceServer:
             self._closed = True
             self._sock.close()
             self.repository.close()
+            if self.generation:
+                self.generation.close()
 
     # -- the loop -------------------------------------------------------------------------
     def _run(self, on_ready=None, signals: bool = False) -> None:
@@ -215,6 +230,8 @@ class InferenceServer:
             self._sock.close()
             self._closed = True
             await loop.run_in_executor(None, self.repository.close)  # batchers drain their queues
+            if self.generation:
+                await loop.run_in_executor(None, self.generation.close)
 
 
 class _Uvicorn:

@@ -147,3 +147,66 @@ def mark_process_dead(pid: int) -> None:
     from prometheus_client import multiprocess
 
     multiprocess.mark_process_dead(pid)
+
+
+TOKEN_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5)
+REQUEST_LATENCY_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+
+
+class GenerationMetrics:
+    """The generation models' families, in the server's registry (one process: `inferx-serve
+    --model` runs no workers):
+
+        generation_time_to_first_token_seconds{model, model_version, input_length_bin}  histogram
+        generation_time_per_output_token_seconds{model, model_version, input_length_bin}  histogram:
+                                                  (end - first token) / (tokens - 1), per request
+        generation_e2e_latency_seconds{model, model_version, input_length_bin}    histogram
+        generation_requests_running{model}, generation_requests_waiting{model}    gauges
+        generation_kv_blocks_in_use{model}                                        gauge
+        generation_prefix_cache_hit_rate{model}                                   gauge: hits / lookups of
+                                                                                  full prompt blocks
+        generation_requests_total{model, finish_reason}, generation_tokens_total{model, kind}   counters
+
+    `input_length_bin` bins the prompt's tokens as heatmap.input_length_bin does."""
+
+    def __init__(self, registry, models):
+        from prometheus_client import Counter, Gauge, Histogram
+
+        from inferx_compiler.runtime.heatmap import input_length_bin
+
+        self._bin = input_length_bin
+        labels = ("model", "model_version", "input_length_bin")
+        reg = {"registry": registry}
+        self.ttft = Histogram("generation_time_to_first_token_seconds", "Time from a generation request's arrival "
+                              "to its first token.", labels, buckets=TOKEN_LATENCY_BUCKETS + (5.0, 10.0), **reg)
+        self.tpot = Histogram("generation_time_per_output_token_seconds", "Time per output token after the "
+                              "first, per request.", labels, buckets=TOKEN_LATENCY_BUCKETS, **reg)
+        self.e2e = Histogram("generation_e2e_latency_seconds", "Time from a generation request's arrival to its "
+                             "last token.", labels, buckets=REQUEST_LATENCY_BUCKETS, **reg)
+        self.requests = Counter("generation_requests", "Generation requests finished, by finish reason.",
+                                ("model", "finish_reason"), **reg)
+        self.tokens = Counter("generation_tokens", "Tokens: prompt (read) and completion (generated).",
+                              ("model", "kind"), **reg)
+        gauges = {"generation_requests_running": ("Requests in the decode batch.", lambda e: e.running),
+                  "generation_requests_waiting": ("Requests waiting for the decode batch.", lambda e: e.waiting),
+                  "generation_kv_blocks_in_use": ("KV cache blocks sequences hold.", lambda e: e.pool.in_use),
+                  "generation_prefix_cache_hit_rate": ("Full prompt blocks found in the prefix cache / looked "
+                                                       "up.", lambda e: e.pool.hit_rate)}
+        for name, (doc, read) in gauges.items():
+            gauge = Gauge(name, doc, ("model",), **reg)
+            for m in models.all():
+                gauge.labels(m.name).set_function(lambda read=read, engine=m.engine: read(engine))
+        models.on_finished.append(self.observe)
+
+    def observe(self, model, request) -> None:
+        t = request.times
+        self.requests.labels(model.name, request.finish_reason).inc()
+        self.tokens.labels(model.name, "prompt").inc(len(request.prompt))
+        self.tokens.labels(model.name, "completion").inc(len(request.output))
+        if t.first_token is None or t.finished is None:
+            return
+        labels = (model.name, "1", self._bin(max(1, len(request.prompt))))
+        self.ttft.labels(*labels).observe(t.first_token - t.arrived)
+        self.e2e.labels(*labels).observe(t.finished - t.arrived)
+        if len(request.output) > 1:
+            self.tpot.labels(*labels).observe((t.finished - t.first_token) / (len(request.output) - 1))

@@ -21,6 +21,10 @@ HELP = """Serve .ixa artifacts over the Open Inference Protocol (KServe v2 / Tri
 --port (default 8000) and gRPC on --grpc-port (default 8001), with dynamic batching and
 Prometheus metrics (GET /metrics). Stock tritonclient.http and tritonclient.grpc clients work.
 
+--model PATH serves a generation model (LLM) with continuous batching over a paged KV cache:
+OpenAI's /v1/completions, /v1/chat/completions and /v1/models (streamed as Server-Sent Events
+with "stream": true), and KServe's /v2/models/NAME/generate and generate_stream.
+
 Each ARTIFACT is served as model NAME (its file name without .ixa; --name for one), version 1;
 --model-repository DIR serves every DIR/NAME/VERSION/model.ixa (Triton's layout), several
 models and versions at once. Listens on 127.0.0.1 unless --host says otherwise.
@@ -37,6 +41,7 @@ Examples:
   inferx-serve a.ixa b.ixa --workers 4                       4 processes share both ports
   inferx-serve --model-repository models/                    models/NAME/VERSION/model.ixa
   inferx-serve model.ixa --device cuda:0 --device cuda:1     one scheduler, a lane per device
+  inferx-serve --model smol.ixa --max-batch-size 32 --port 8080   OpenAI-compatible LLM server
   curl localhost:8000/v2/models/model                        metadata (-1: a dynamic dim)
   curl -d '{"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}' \\
        localhost:8000/v2/models/model/versions/1/infer
@@ -50,6 +55,17 @@ Examples:
 @click.argument("artifact", nargs=-1, callback=existing_file)
 @click.option("--model-repository", "model_repository", metavar="DIR", callback=existing_path,
               help="serve every DIR/NAME/VERSION/model.ixa (Triton's layout; VERSION a positive integer)")
+@click.option("--model", "generation_models", multiple=True, metavar="PATH",
+              help="a generation model (LLM) to serve over the OpenAI-compatible API (/v1/completions, "
+                   "/v1/chat/completions, /v1/models) and KServe's generate extension: a generation .ixa, "
+                   "or a Hugging Face folder or GGUF file (compiled first, for --target); repeatable")
+@click.option("--target", "generation_target", default="cpu", show_default=True, metavar="TARGET",
+              help="--model folders and GGUF files are compiled for this target")
+@click.option("--kv-blocks", "kv_blocks", type=click.IntRange(min=1), metavar="N",
+              help="generation models: KV cache blocks the engine may use (default: all the artifact has)")
+@click.option("--no-prefix-caching", is_flag=True,
+              help="generation models: compute every prompt in full (default: reuse the KV blocks of a "
+                   "shared prompt prefix)")
 @click.option("--name", metavar="NAME", help="model name of a single ARTIFACT (default: its file name without .ixa)")
 @click.option("--host", default="127.0.0.1", metavar="ADDR", help="address to listen on (default 127.0.0.1)")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, metavar="PORT",
@@ -82,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 def _work(args) -> int:
     from inferx_compiler.errors import InputValidationError
 
-    if not args.artifact and not args.model_repository:
-        raise InputValidationError("give one or more .ixa artifacts, or --model-repository DIR")
+    if not args.artifact and not args.model_repository and not args.generation_models:
+        raise InputValidationError("give one or more .ixa artifacts, --model-repository DIR or --model PATH")
+    if args.workers > 1 and args.generation_models:
+        raise InputValidationError("--model (generation models) is served by one process: leave out --workers")
     if args.workers > 1:
         return _serve_workers(args)
     server = _server(args, args.port, None if args.no_grpc else args.grpc_port)
@@ -105,8 +123,18 @@ def _server(args, port: int, grpc_port, **shared):
     from inferx_compiler.runtime.repository import ModelRepository
     from inferx_compiler.runtime.server import InferenceServer
 
+    from inferx_compiler.runtime.llm_models import GenerationModels
+
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
+    try:
+        generation = GenerationModels.load(
+            list(args.generation_models), device=(args.device or (None,))[0], max_batch=args.max_batch_size,
+            kv_blocks=args.kv_blocks, prefix_caching=not args.no_prefix_caching, target=args.generation_target,
+            progress=sys.stderr) if args.generation_models else None
+    except BaseException:
+        repository.close()
+        raise
     # the server's process is ours: a short thread switch interval and a collector that skips
     # what was loaded (runtime/interpreter.py; a library user's process is left alone)
     tune_for_serving(SERVING_SWITCH_INTERVAL_US, SERVING_GC_THRESHOLD)
@@ -114,9 +142,11 @@ def _server(args, port: int, grpc_port, **shared):
         return InferenceServer(repository, host=args.host, port=port, grpc_port=grpc_port,
                                max_body_bytes=int(args.max_body_mb * (1 << 20)), read_timeout_s=args.read_timeout_s,
                                queue_timeout_s=args.queue_timeout_ms * 1e-3 if args.queue_timeout_ms else None,
-                               graceful_timeout_s=args.graceful_timeout_s, **shared)
+                               graceful_timeout_s=args.graceful_timeout_s, generation=generation, **shared)
     except OSError as e:
         repository.close()
+        if generation:
+            generation.close()
         raise InputValidationError(f"cannot listen on {args.host}:{port} ({e.strerror or e})") from None
 
 

@@ -1,0 +1,147 @@
+"""The generation models a server holds: each a GenerationSession with its Engine, by name.
+
+`inferx-serve --model PATH` takes a generation artifact (.ixa), or a Hugging Face folder or a
+GGUF file, which is compiled first for the serving device (CPU: the host's instruction sets;
+cuda: --target given to the command) into an artifact beside a cache directory, then loaded.
+Each model finishes its requests through one engine thread (llm_engine.py); the metrics and the
+per-request JSON log line are written when a request ends (`on_finished`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from inferx_compiler.errors import InputValidationError
+
+LOG = logging.getLogger("inferx.generation")
+
+
+@dataclass
+class GenerationModel:
+    name: str
+    path: str
+    session: object  # GenerationSession
+    engine: object  # Engine
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def context_length(self) -> int:
+        return self.session.max_seq
+
+
+class GenerationModels:
+    """Models by name; `close()` stops their engines."""
+
+    def __init__(self, models: Sequence[GenerationModel] = ()):
+        self._models = {m.name: m for m in models}
+        self.on_finished: list[Callable[[GenerationModel, object], None]] = []
+        for m in models:
+            m.engine.listeners.append(lambda r, m=m: self._finished(m, r))
+
+    def __bool__(self) -> bool:
+        return bool(self._models)
+
+    def names(self) -> list[str]:
+        return sorted(self._models)
+
+    def all(self) -> list[GenerationModel]:
+        return [self._models[n] for n in self.names()]
+
+    def find(self, name: Optional[str]) -> Optional[GenerationModel]:
+        if name is None and len(self._models) == 1:
+            return next(iter(self._models.values()))
+        return self._models.get(name)
+
+    def close(self) -> None:
+        for m in self._models.values():
+            m.engine.stop()
+
+    def _finished(self, model: GenerationModel, request) -> None:
+        for callback in self.on_finished:
+            callback(model, request)
+        LOG.info(json.dumps(request_log_record(model.name, request)))
+
+    @classmethod
+    def load(cls, paths: Sequence[str], *, device: Optional[str] = None, max_batch: Optional[int] = None,
+             kv_blocks: Optional[int] = None, prefix_caching: bool = True, target: Optional[str] = None,
+             build_dir: Optional[str] = None, progress=None) -> "GenerationModels":
+        """Load (or first compile) each path; names are file stems, unique."""
+        from inferx_compiler.runtime.generation import GenerationSession
+        from inferx_compiler.runtime.llm_engine import Engine
+
+        models = []
+        try:
+            for path in paths:
+                name = model_name(path)
+                if any(m.name == name for m in models):
+                    raise InputValidationError(f"two generation models are named '{name}' ({path})")
+                artifact = path if path.endswith(".ixa") else compile_for_serving(
+                    path, target or "cpu", max_batch or 8, build_dir, progress)
+                session = GenerationSession(artifact, device=device)
+                engine = Engine(session, max_batch=max_batch, kv_blocks=kv_blocks,
+                                prefix_caching=prefix_caching).start()
+                models.append(GenerationModel(name, artifact, session, engine))
+        except BaseException:
+            for m in models:
+                m.engine.stop()
+            raise
+        return cls(models)
+
+
+def model_name(path: str) -> str:
+    base = os.path.basename(os.path.normpath(path))
+    for suffix in (".ixa", ".gguf"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def serving_batch_sizes(max_batch: int) -> tuple[int, ...]:
+    """Decode batches compiled for a server: powers of two up to max_batch, and max_batch."""
+    sizes, b = [], 1
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return tuple(sizes + [max_batch])
+
+
+def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optional[str], progress=None) -> str:
+    """A Hugging Face folder or GGUF file -> a generation artifact for serving (prefill chunks of
+    32 and 256, decode batches up to max_batch); built once per build_dir."""
+    from inferx_compiler.driver import compile_llm, write_result
+    from inferx_compiler.frontend.llm.frontend import GenerationShapes
+    from inferx_compiler.log import BuildLog
+    from inferx_compiler.options import CompileOptions
+
+    out_dir = build_dir or os.path.join(os.path.dirname(os.path.abspath(path)) or ".", ".inferx-serve")
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, f"{model_name(path)}-{target}-b{max_batch}.ixa")
+    if os.path.exists(out) and os.path.getmtime(out) >= _newest_mtime(path):
+        return out
+    log = BuildLog(quiet=progress is None, stream=progress)
+    shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048)
+    result = compile_llm(path, CompileOptions(target=target), shapes, log)
+    write_result(result, out + ".part", CompileOptions(target=target), log)
+    os.replace(out + ".part", out)
+    return out
+
+
+def _newest_mtime(path: str) -> float:
+    if os.path.isdir(path):
+        return max((os.path.getmtime(os.path.join(path, f)) for f in os.listdir(path)), default=0.0)
+    return os.path.getmtime(path)
+
+
+def request_log_record(model: str, r) -> dict:
+    """The one JSON line a finished request logs."""
+    t = r.times
+    return {"event": "generation_request", "id": r.id, "model": model, "prompt_tokens": len(r.prompt),
+            "completion_tokens": len(r.output), "cached_tokens": r.cached_tokens, "preemptions": r.preemptions,
+            "finish_reason": r.finish_reason, "error": r.error,
+            "time_to_first_token_s": None if t.first_token is None else round(t.first_token - t.arrived, 6),
+            "e2e_s": None if t.finished is None else round(t.finished - t.arrived, 6)}
