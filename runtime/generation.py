@@ -136,6 +136,16 @@ class GenerationSession:
                       if e["kind"] == "prefill" and e["batch"] == batch and e["output"] in ("sample", "greedy"))
 
     @property
+    def prefill_batch_sizes(self) -> list[int]:
+        return sorted({e["batch"] for e in self._entries.values() if e["kind"] == "prefill"})
+
+    def prefill_batch_for(self, sequences: int) -> int:
+        """The smallest compiled prefill batch that holds `sequences`, else the largest (the
+        sequences then go through in groups)."""
+        sizes = self.prefill_batch_sizes
+        return next((b for b in sizes if b >= sequences), sizes[-1])
+
+    @property
     def can_sample(self) -> bool:
         """Whether a sampler was compiled (not --greedy-only)."""
         return any(e["output"] == "sample" for e in self._entries.values())
@@ -345,16 +355,30 @@ class GenerationSession:
         stats.total_s = time.perf_counter() - t0
 
     def _prefill_prompts(self, prompts: list[list[int]], samplings, table: np.ndarray) -> np.ndarray:
-        """Ragged prompts through the compiled chunk lengths; the first new token of each."""
+        """Ragged prompts through the compiled chunk lengths, in groups of a compiled prefill
+        batch; the first new token of each."""
         B = len(prompts)
-        lengths = self.prefill_lengths(B)
-        total = np.array([len(p) for p in prompts], np.int64)
-        done = np.zeros(B, np.int64)
+        P = self.prefill_batch_for(B)
         first = np.zeros(B, np.int64)
+        for g in range(0, B, P):
+            rows = list(range(g, min(B, g + P)))
+            group_table = np.zeros((P, table.shape[1]), np.int64)
+            group_table[:len(rows)] = table[rows]
+            group = [prompts[b] for b in rows] + [[]] * (P - len(rows))  # idle rows: nothing to read
+            group_sampling = [samplings[b] for b in rows] + [Sampling()] * (P - len(rows))
+            first[rows] = self._prefill_group(group, group_sampling, group_table)[:len(rows)]
+        return first
+
+    def _prefill_group(self, prompts: list[list[int]], samplings, table: np.ndarray) -> np.ndarray:
+        P = len(prompts)
+        lengths = self.prefill_lengths(P)
+        total = np.array([len(p) for p in prompts], np.int64)
+        done = np.zeros(P, np.int64)
+        first = np.zeros(P, np.int64)
         while (done < total).any():
             T = next((n for n in lengths if n >= int((total - done).max())), lengths[-1])
             take = np.minimum(total - done, T)
-            tokens = np.zeros((B, T), np.int64)
+            tokens = np.zeros((P, T), np.int64)
             for b, p in enumerate(prompts):
                 tokens[b, : take[b]] = p[done[b]: done[b] + take[b]]
             ids = self.prefill(tokens, done, take, table, samplings)  # rows already done: lens 0, no write

@@ -269,7 +269,7 @@ class Engine:
         reading = [r for r in self._running if r.prefilling]
         if not reading:
             return False
-        batch = self.session.batch_for(min(len(reading), max(self.session.batch_sizes)))
+        batch = self.session.prefill_batch_for(len(reading))
         lengths = self.session.prefill_lengths(batch)
         group = reading[:batch]
         longest = max(len(r.tokens) - r.computed for r in group)

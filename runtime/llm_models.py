@@ -124,7 +124,8 @@ def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optio
     if os.path.exists(out) and os.path.getmtime(out) >= _newest_mtime(path):
         return out
     log = BuildLog(quiet=progress is None, stream=progress)
-    shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048)
+    shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048,
+                              prefill_batch_sizes=tuple(sorted({1, min(4, max_batch)})))
     result = compile_llm(path, CompileOptions(target=target), shapes, log)
     write_result(result, out + ".part", CompileOptions(target=target), log)
     os.replace(out + ".part", out)

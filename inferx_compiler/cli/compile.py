@@ -195,6 +195,9 @@ def _conv_algorithms_option(ctx, param, value):
               help="with --batch-sizes: record estimates only (keeps the artifact reproducible)")
 @click.option("--prefill-lengths", metavar="32,128", callback=_batch_sizes,
               help="generation models: the prompt chunk lengths prefill entry points take (default 32,128)")
+@click.option("--prefill-batch-sizes", metavar="1,8", callback=_batch_sizes,
+              help="generation models: the batches prefill entry points take (default: --batch-sizes; a "
+                   "server's large decode batches need no prefill of that size)")
 @click.option("--max-seq", type=click.IntRange(min=2), default=512, show_default=True, metavar="N",
               help="generation models: the most positions a sequence holds (prompt + new tokens)")
 @click.option("--kv-block-size", type=click.IntRange(min=1), default=16, show_default=True, metavar="N",
@@ -370,7 +373,8 @@ def _work_llm(args, options: CompileOptions, log: BuildLog) -> int:
     shapes = GenerationShapes(prefill_lengths=tuple(args.prefill_lengths or (32, 128)),
                               batch_sizes=tuple(args.batch_sizes or (1,)), max_seq=args.max_seq,
                               logits=args.with_logits, sampling=not args.greedy_only,
-                              kv_block_size=args.kv_block_size, kv_blocks=args.kv_blocks)
+                              kv_block_size=args.kv_block_size, kv_blocks=args.kv_blocks,
+                              prefill_batch_sizes=args.prefill_batch_sizes)
     out = args.output or _default_output(args.model.rstrip("/"), args.emit)
     t0 = time.monotonic()
     result = compile_llm(args.model, options, shapes, log, weights=args.weights_mode)

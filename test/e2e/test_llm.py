@@ -225,7 +225,8 @@ def test_fp16_weights_referenced_in_the_model_folder(half_reference_build, tmp_p
     prompt = _prompts()[1]
     tokens = np.zeros((1, CHUNK), np.int64)
     tokens[0] = prompt[:CHUNK]
-    logits = sess.prefill_logits(tokens, np.array([0]), np.array([CHUNK]))
+    table = sess.block_table([list(range(1, 1 + sess.table_width))], 1)
+    logits = sess.prefill_logits(tokens, np.array([0]), np.array([CHUNK]), table)
     err = rel_l2(logits[0], _reference_logits(reference, prompt[:CHUNK])[-1])
     assert 1e-5 < err < 2e-2, err  # fp16 arithmetic (an f32 build of these weights: ~1e-7), and right
     steps = list(sess.generate_ids([prompt], 8, stop_ids=()))

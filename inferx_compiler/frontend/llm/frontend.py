@@ -41,6 +41,11 @@ class GenerationShapes:
     sampling: bool = True  # False: greedy entries only (no sampler compiled; --greedy-only)
     kv_block_size: int = 16
     kv_blocks: Optional[int] = None
+    prefill_batch_sizes: Optional[tuple[int, ...]] = None  # default: batch_sizes
+
+    @property
+    def prefill_batches(self) -> tuple[int, ...]:
+        return tuple(sorted(set(self.prefill_batch_sizes or self.batch_sizes)))
 
     def __post_init__(self):
         if not self.prefill_lengths or not self.batch_sizes or min(self.prefill_lengths + self.batch_sizes) < 1:
@@ -61,15 +66,19 @@ class GenerationShapes:
 
     def entries(self) -> list[EntrySpec]:
         out = []
-        for b in sorted(set(self.batch_sizes)):
+        for b in sorted(set(self.batch_sizes) | set(self.prefill_batches)):
             first = "sample" if self.sampling else "greedy"
-            out += [EntrySpec("prefill", b, t, output=first) for t in sorted(set(self.prefill_lengths))]
+            if b in self.prefill_batches:
+                out += [EntrySpec("prefill", b, t, output=first) for t in sorted(set(self.prefill_lengths))]
+            if b not in self.batch_sizes:
+                continue
             out += [EntrySpec("decode", b, output="greedy")]
             if self.sampling:
                 out += [EntrySpec("decode", b, output="sample")]
             if self.logits:
-                out += [EntrySpec("prefill", b, min(self.prefill_lengths), output="logits"),
-                        EntrySpec("decode", b, output="logits")]
+                if b in self.prefill_batches:
+                    out += [EntrySpec("prefill", b, min(self.prefill_lengths), output="logits")]
+                out += [EntrySpec("decode", b, output="logits")]
         return out
 
 
