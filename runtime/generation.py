@@ -311,7 +311,7 @@ class GenerationSession:
         prompts = encoded + [[0]] * idle
         samplings += [Sampling()] * idle
         with self._lock:
-            blocks = self._blocks_for([min(self.max_seq, len(p) + max_new_tokens) for p in encoded])
+            blocks = self.allocate_blocks([min(self.max_seq, len(p) + max_new_tokens) for p in encoded])
             try:
                 table = self.block_table(blocks, batch)
                 yield from self._run(prompts, samplings, len(encoded), max_new_tokens, stops, table)
@@ -319,7 +319,7 @@ class GenerationSession:
                 for held in blocks:
                     self.blocks.release(held)
 
-    def _blocks_for(self, positions: Sequence[int]) -> list[list[int]]:
+    def allocate_blocks(self, positions: Sequence[int]) -> list[list[int]]:
         """Blocks for sequences of these many positions, or an error naming the shortfall."""
         need = [-(-n // self.block_size) for n in positions]
         if sum(need) > self.blocks.available:
@@ -332,7 +332,7 @@ class GenerationSession:
         stats = self.last_stats = GenerationStats(prompt_tokens=sum(len(p) for p in prompts[:live]))
         t0 = time.perf_counter()
         B = len(prompts)
-        nxt = self._prefill_prompts(prompts, samplings, table)
+        nxt = self.prefill_prompts(prompts, samplings, table)
         pos = np.array([len(p) for p in prompts], np.int64)
         finished = np.zeros(B, bool)
         finished[live:] = True
@@ -354,7 +354,7 @@ class GenerationSession:
             pos = pos + 1
         stats.total_s = time.perf_counter() - t0
 
-    def _prefill_prompts(self, prompts: list[list[int]], samplings, table: np.ndarray) -> np.ndarray:
+    def prefill_prompts(self, prompts: list[list[int]], samplings, table: np.ndarray) -> np.ndarray:
         """Ragged prompts through the compiled chunk lengths, in groups of a compiled prefill
         batch; the first new token of each."""
         B = len(prompts)

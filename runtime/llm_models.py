@@ -93,6 +93,15 @@ class GenerationModels:
         return cls(models)
 
 
+def log_requests_to(stream) -> None:
+    """Write the per-request JSON lines to `stream` (the server's stderr), one a line."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    LOG.handlers[:] = [handler]
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+
+
 def model_name(path: str) -> str:
     base = os.path.basename(os.path.normpath(path))
     for suffix in (".ixa", ".gguf"):

@@ -123,8 +123,10 @@ def _server(args, port: int, grpc_port, **shared):
     from inferx_compiler.runtime.repository import ModelRepository
     from inferx_compiler.runtime.server import InferenceServer
 
-    from inferx_compiler.runtime.llm_models import GenerationModels
+    from inferx_compiler.runtime.llm_models import GenerationModels, log_requests_to
 
+    if args.generation_models:
+        log_requests_to(sys.stderr)  # one JSON line a generation request
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
     try:

@@ -186,3 +186,27 @@ def test_kserve_generate_and_generate_stream(server, alone):
         assert "".join(e["text_output"] for e in events) == alone("Hey", 9)
         assert events[-1]["finish_reason"] in ("length", "stop")
         assert c.post("/v2/models/nope/generate", json={"text_input": "Hey"}).status_code == 404
+
+
+def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, alone):
+    import signal
+    import subprocess
+
+    from inferx_compiler.cli.common import python_entry
+
+    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [
+        "--model", artifact, "--max-batch-size", "4", "--port", "0", "--no-grpc"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        match = re.match(r"serving tiny on (http://127\.0\.0\.1:\d+)$", line)
+        assert match, line + proc.stderr.read()
+        client = openai.OpenAI(base_url=match.group(1) + "/v1", api_key="unused", max_retries=0)
+        out = client.completions.create(model="tiny", prompt="Hi", max_tokens=5, temperature=0)
+        assert out.choices[0].text == alone("Hi", 5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    records = [json.loads(x) for x in proc.stderr.read().splitlines() if x.startswith('{"event": "generation_request"')]
+    assert len(records) == 1 and records[0]["completion_tokens"] == out.usage.completion_tokens
+    assert records[0]["prompt_tokens"] == 2 and records[0]["time_to_first_token_s"] > 0

@@ -2,8 +2,9 @@
 
 Built here (CPU host, code only: --weights reference keeps gigabytes out of the artifact):
 
-    inferx-compile CONFIG_DIR --target h100 --precision fp16 --weights reference \
-        --prefill-lengths 128,2048 --batch-sizes 1,8 --max-seq 2304 -o build/llm-gpu/llama8b.ixa
+    inferx-compile CONFIG_DIR --target h100 --precision fp16 --weights reference --greedy-only \
+        --prefill-lengths 128,512 --prefill-batch-sizes 1,8 --batch-sizes 1,8,32 --max-seq 2560 \
+        -o build/llm-gpu/llama8b.ixa
 
 Run on the device machine, each engine in its own process (timing apart from the other's
 allocator, compiler and CUDA graphs):
@@ -16,8 +17,9 @@ allocator, compiler and CUDA graphs):
 What is timed (both engines alike): a decode step is one call that takes the previous token and
 gives the next token id back on the host (greedy), the way a streaming server needs it; the
 context is `--context` tokens prefilled first (the same prompt for every sequence of the batch),
-then `--steps` steps, the first `--warmup` not counted; medians. Prefill: one chunk of
-`--context` tokens at batch 1, medians of `--rounds`. transformers runs LlamaForCausalLM with a
+then `--steps` steps, the first `--warmup` not counted; medians. Prefill: a `--context`-token
+prompt at batch 1 (inferx: in its compiled chunk lengths, as generate reads it), medians of
+`--rounds`. transformers runs LlamaForCausalLM with a
 StaticCache (max length = the artifact's cache rows), decode under torch.compile
 (mode="reduce-overhead": CUDA graph replay) and prefill eager (a compiled prefill would recompile
 per length). Correctness: both write the greedy tokens of a fixed 128-token prompt; transformers
@@ -96,21 +98,23 @@ def run_inferx(artifact: str, weights: str, context: int, steps: int, warmup: in
     greedy = [Sampling()]
     prompt = _prompt(vocab, PROMPT_LEN)
     out["tokens"] = [s[0] for s in sess.generate_ids([prompt], CHECK_TOKENS, stop_ids=())]
-    chunk = np.array([_prompt(vocab, context)], np.int64)
+    chunk = _prompt(vocab, context)
+    blocks = sess.allocate_blocks([context + steps] * max(sess.batch_sizes))  # every sequence its own blocks
     times = []
-    for _ in range(rounds):
+    for _ in range(rounds):  # the prompt in the compiled chunk lengths, as generate reads it
         t = time.perf_counter()
-        sess.prefill(chunk, np.array([0]), np.array([context]), greedy)
+        sess.prefill_prompts([chunk], greedy, sess.block_table(blocks[:1], 1))
         times.append(time.perf_counter() - t)
     out["prefill_ms"] = {context: 1e3 * statistics.median(times)}
+    out["prefill_chunks"] = sess.prefill_lengths(1)
     out["decode_ms"] = {}
     for batch in sess.batch_sizes:
-        tokens = np.repeat(chunk, batch, axis=0)
-        nxt = sess.prefill(tokens, np.zeros(batch, np.int64), np.full(batch, context), greedy * batch)
+        table = sess.block_table(blocks[:batch], batch)
+        nxt = sess.prefill_prompts([chunk] * batch, greedy * batch, table)
         per_step = []
         for i in range(steps):
             t = time.perf_counter()
-            nxt = sess.decode(nxt, np.full(batch, context + i), greedy * batch)
+            nxt = sess.decode(nxt, np.full(batch, context + i), table, greedy * batch)
             per_step.append(time.perf_counter() - t)
         out["decode_ms"][batch] = 1e3 * statistics.median(per_step[warmup:])
         print(f"inferx decode b{batch}: {out['decode_ms'][batch]:.2f} ms/step", flush=True)
@@ -162,7 +166,7 @@ def run_torch(weights: str, context: int, steps: int, warmup: int, rounds: int, 
         return logits[:, -1].argmax(-1, keepdim=True)
 
     # one cache per batch size, kept: the compiled step's CUDA graphs are recorded over its tensors
-    caches = {b: _static_cache(model, b, max_len) for b in (1, 8)}
+    caches = {b: _static_cache(model, b, max_len) for b in (1, 8, 32)}
     prompt = torch.tensor([_prompt(vocab, PROMPT_LEN)], device=DEVICE)
     for name, fn, cache in (("tokens_eager", eager, _static_cache(model, 1, max_len)),
                             ("tokens", compiled, caches[1])):
@@ -243,7 +247,7 @@ def main(argv=None) -> int:
         if name == "inferx":
             p.add_argument("--artifact", required=True)
         else:
-            p.add_argument("--max-len", type=int, default=2304)
+            p.add_argument("--max-len", type=int, default=2560)
     r = sub.add_parser("report")
     r.add_argument("ours")
     r.add_argument("theirs")
