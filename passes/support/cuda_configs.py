@@ -86,8 +86,9 @@ def _compilation_info(extents: list[int], tile: int, vector: int) -> Optional[st
 
 def is_large_elementwise(root, ops) -> bool:
     """Every op of the dispatch all-parallel with projected-permutation maps (no window, no
-    reduction), the root's innermost loop its output's innermost dimension, its static loops
-    covering at least ELEMENTWISE_MIN points."""
+    reduction; an op without indexing maps, such as linalg.softmax, may reduce: not elementwise),
+    the root's innermost loop its output's innermost dimension, its static loops covering at least
+    ELEMENTWISE_MIN points."""
     from iree.compiler import ir
 
     from inferx_compiler.passes.analysis.linalg_analysis import indexing_maps, loop_extents, reduction_loops
@@ -98,7 +99,8 @@ def is_large_elementwise(root, ops) -> bool:
     if not out_map.results or out_map.results[-1] != ir.AffineDimExpr.get(out_map.n_dims - 1):
         return False  # the innermost loop would stride the output: IREE's choice stays
     for op in ops:
-        if reduction_loops(op) or not all(m.is_projected_permutation for m in indexing_maps(op)):
+        maps = indexing_maps(op)
+        if not maps or reduction_loops(op) or not all(m.is_projected_permutation for m in maps):
             return False
     extents = loop_extents(root)
     return bool(extents) and all(x > 0 for x in extents) and math.prod(extents) >= ELEMENTWISE_MIN

@@ -134,6 +134,31 @@ hal.executable private @transpose_epilogue {
 
 // -----
 
+// A cast of a softmax in the same dispatch (attention probabilities to f16): linalg.softmax
+// reduces along the row the rule would tile (IREE 3.13 then unrolled the whole row into 90k lines
+// of LLVM IR, whose VectorCombine ran without end); IREE keeps its configuration.
+// CHECK-LABEL: hal.executable private @after_softmax
+// CHECK-SAME:    source = "IREE"
+// CHECK-NOT:     compilation_info
+#id3s = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+hal.executable private @after_softmax {
+  hal.executable.variant public @cuda target(#hal.executable.target<"cuda", "cuda-nvptx-fb">) {
+    builtin.module {
+      func.func @f(%x: tensor<64x128x2688xf32>, %p: tensor<64x128x2688xf32>, %o: tensor<64x128x2688xf16>) -> tensor<64x128x2688xf16> {
+        %s = linalg.softmax dimension(2) ins(%x : tensor<64x128x2688xf32>) outs(%p : tensor<64x128x2688xf32>) -> tensor<64x128x2688xf32>
+        %r = linalg.generic {indexing_maps = [#id3s, #id3s], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : tensor<64x128x2688xf32>) outs(%o : tensor<64x128x2688xf16>) {
+        ^bb0(%in: f32, %out: f16):
+          %t = arith.truncf %in : f32 to f16
+          linalg.yield %t : f16
+        } -> tensor<64x128x2688xf16>
+        return %r : tensor<64x128x2688xf16>
+      }
+    }
+  }
+}
+
+// -----
+
 // An elementwise op fed by a reduction in the same dispatch (a layer norm's last step): the rule
 // does not model the reduction's tiling; IREE keeps its configuration.
 // CHECK-LABEL: hal.executable private @after_reduction
