@@ -1,8 +1,8 @@
 """The generation models a server holds: each a GenerationSession with its Engine, by name.
 
 `inferx-serve --model PATH` takes a generation artifact (.ixa), or a Hugging Face folder or a
-GGUF file, which is compiled first for the serving device (CPU: the host's instruction sets;
-cuda: --target given to the command) into an artifact beside a cache directory, then loaded.
+GGUF file, which the command compiles first (cli/serve.py: the runtime never imports the
+compiler).
 Each model finishes its requests through one engine thread (llm_engine.py); the metrics and the
 per-request JSON log line are written when a request ends (`on_finished`).
 """
@@ -67,21 +67,19 @@ class GenerationModels:
         LOG.info(json.dumps(request_log_record(model.name, request)))
 
     @classmethod
-    def load(cls, paths: Sequence[str], *, device: Optional[str] = None, max_batch: Optional[int] = None,
-             kv_blocks: Optional[int] = None, prefix_caching: bool = True, target: Optional[str] = None,
-             build_dir: Optional[str] = None, progress=None) -> "GenerationModels":
-        """Load (or first compile) each path; names are file stems, unique."""
+    def load(cls, artifacts: Sequence[str], *, names: Optional[Sequence[str]] = None, device: Optional[str] = None,
+             max_batch: Optional[int] = None, kv_blocks: Optional[int] = None,
+             prefix_caching: bool = True) -> "GenerationModels":
+        """Load each generation artifact and start its engine; names (default: file stems) unique."""
         from inferx_compiler.runtime.generation import GenerationSession
         from inferx_compiler.runtime.llm_engine import Engine
 
         models = []
         try:
-            for path in paths:
-                name = model_name(path)
+            for i, artifact in enumerate(artifacts):
+                name = names[i] if names else model_name(artifact)
                 if any(m.name == name for m in models):
-                    raise InputValidationError(f"two generation models are named '{name}' ({path})")
-                artifact = path if path.endswith(".ixa") else compile_for_serving(
-                    path, target or "cpu", max_batch or 8, build_dir, progress)
+                    raise InputValidationError(f"two generation models are named '{name}' ({artifact})")
                 session = GenerationSession(artifact, device=device)
                 engine = Engine(session, max_batch=max_batch, kv_blocks=kv_blocks,
                                 prefix_caching=prefix_caching).start()
@@ -108,43 +106,6 @@ def model_name(path: str) -> str:
         if base.endswith(suffix):
             return base[: -len(suffix)]
     return base
-
-
-def serving_batch_sizes(max_batch: int) -> tuple[int, ...]:
-    """Decode batches compiled for a server: powers of two up to max_batch, and max_batch."""
-    sizes, b = [], 1
-    while b < max_batch:
-        sizes.append(b)
-        b *= 2
-    return tuple(sizes + [max_batch])
-
-
-def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optional[str], progress=None) -> str:
-    """A Hugging Face folder or GGUF file -> a generation artifact for serving (prefill chunks of
-    32 and 256, decode batches up to max_batch); built once per build_dir."""
-    from inferx_compiler.driver import compile_llm, write_result
-    from inferx_compiler.frontend.llm.frontend import GenerationShapes
-    from inferx_compiler.log import BuildLog
-    from inferx_compiler.options import CompileOptions
-
-    out_dir = build_dir or os.path.join(os.path.dirname(os.path.abspath(path)) or ".", ".inferx-serve")
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, f"{model_name(path)}-{target}-b{max_batch}.ixa")
-    if os.path.exists(out) and os.path.getmtime(out) >= _newest_mtime(path):
-        return out
-    log = BuildLog(quiet=progress is None, stream=progress)
-    shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048,
-                              prefill_batch_sizes=tuple(sorted({1, min(4, max_batch)})))
-    result = compile_llm(path, CompileOptions(target=target), shapes, log)
-    write_result(result, out + ".part", CompileOptions(target=target), log)
-    os.replace(out + ".part", out)
-    return out
-
-
-def _newest_mtime(path: str) -> float:
-    if os.path.isdir(path):
-        return max((os.path.getmtime(os.path.join(path, f)) for f in os.listdir(path)), default=0.0)
-    return os.path.getmtime(path)
 
 
 def request_log_record(model: str, r) -> dict:

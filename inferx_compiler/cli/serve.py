@@ -10,6 +10,7 @@ import signal
 import sys
 import time
 from types import SimpleNamespace
+from typing import Optional
 
 import click
 
@@ -123,17 +124,20 @@ def _server(args, port: int, grpc_port, **shared):
     from inferx_compiler.runtime.repository import ModelRepository
     from inferx_compiler.runtime.server import InferenceServer
 
-    from inferx_compiler.runtime.llm_models import GenerationModels, log_requests_to
+    from inferx_compiler.runtime.llm_models import GenerationModels, log_requests_to, model_name
 
     if args.generation_models:
         log_requests_to(sys.stderr)  # one JSON line a generation request
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
     try:
+        artifacts = [p if p.endswith(".ixa") else compile_for_serving(p, args.generation_target,
+                                                                       args.max_batch_size or 8, None, sys.stderr)
+                     for p in args.generation_models]
         generation = GenerationModels.load(
-            list(args.generation_models), device=(args.device or (None,))[0], max_batch=args.max_batch_size,
-            kv_blocks=args.kv_blocks, prefix_caching=not args.no_prefix_caching, target=args.generation_target,
-            progress=sys.stderr) if args.generation_models else None
+            artifacts, names=[model_name(p) for p in args.generation_models], device=(args.device or (None,))[0],
+            max_batch=args.max_batch_size, kv_blocks=args.kv_blocks,
+            prefix_caching=not args.no_prefix_caching) if args.generation_models else None
     except BaseException:
         repository.close()
         raise
@@ -266,3 +270,41 @@ def _worker(options: dict, http_port: int, grpc_port, index: int, ready) -> None
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def serving_batch_sizes(max_batch: int) -> tuple[int, ...]:
+    """Decode batches compiled for a server: powers of two up to max_batch, and max_batch."""
+    sizes, b = [], 1
+    while b < max_batch:
+        sizes.append(b)
+        b *= 2
+    return tuple(sizes + [max_batch])
+
+
+def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optional[str], progress=None) -> str:
+    """A Hugging Face folder or GGUF file -> a generation artifact for serving (prefill chunks of
+    32 and 256, decode batches up to max_batch); built once per build_dir."""
+    from inferx_compiler.driver import compile_llm, write_result
+    from inferx_compiler.runtime.llm_models import model_name
+    from inferx_compiler.frontend.llm.frontend import GenerationShapes
+    from inferx_compiler.log import BuildLog
+    from inferx_compiler.options import CompileOptions
+
+    out_dir = build_dir or os.path.join(os.path.dirname(os.path.abspath(path)) or ".", ".inferx-serve")
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, f"{model_name(path)}-{target}-b{max_batch}.ixa")
+    if os.path.exists(out) and os.path.getmtime(out) >= _newest_mtime(path):
+        return out
+    log = BuildLog(quiet=progress is None, stream=progress)
+    shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048,
+                              prefill_batch_sizes=tuple(sorted({1, min(4, max_batch)})))
+    result = compile_llm(path, CompileOptions(target=target), shapes, log)
+    write_result(result, out + ".part", CompileOptions(target=target), log)
+    os.replace(out + ".part", out)
+    return out
+
+
+def _newest_mtime(path: str) -> float:
+    if os.path.isdir(path):
+        return max((os.path.getmtime(os.path.join(path, f)) for f in os.listdir(path)), default=0.0)
+    return os.path.getmtime(path)

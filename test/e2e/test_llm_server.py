@@ -188,21 +188,26 @@ def test_kserve_generate_and_generate_stream(server, alone):
         assert c.post("/v2/models/nope/generate", json={"text_input": "Hey"}).status_code == 404
 
 
-def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, alone):
+@pytest.mark.parametrize("given", ["artifact", "folder"])
+def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, alone, given):
+    """An artifact, or the model folder itself (compiled by the command first, for the CPU)."""
+    import os
     import signal
     import subprocess
 
     from inferx_compiler.cli.common import python_entry
 
+    model = artifact if given == "artifact" else os.path.dirname(artifact)
     proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [
-        "--model", artifact, "--max-batch-size", "4", "--port", "0", "--no-grpc"],
+        "--model", model, "--max-batch-size", "2", "--port", "0", "--no-grpc"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    name = "tiny" if given == "artifact" else os.path.basename(model)
     try:
         line = proc.stdout.readline().strip()
-        match = re.match(r"serving tiny on (http://127\.0\.0\.1:\d+)$", line)
+        match = re.match(rf"serving {name} on (http://127\.0\.0\.1:\d+)$", line)
         assert match, line + proc.stderr.read()
         client = openai.OpenAI(base_url=match.group(1) + "/v1", api_key="unused", max_retries=0)
-        out = client.completions.create(model="tiny", prompt="Hi", max_tokens=5, temperature=0)
+        out = client.completions.create(model=name, prompt="Hi", max_tokens=5, temperature=0)
         assert out.choices[0].text == alone("Hi", 5)
     finally:
         proc.send_signal(signal.SIGTERM)
