@@ -29,6 +29,12 @@ import numpy as np
 from inferx_compiler.errors import InferXError
 
 LATENCY_METRIC = "inference_latency_seconds"
+# the histograms labelled by model_version and input_length_bin that a scrape may hold, and what
+# a title calls each (the generation ones: serving_metrics.GenerationMetrics)
+METRICS = {LATENCY_METRIC: "inference latency",
+           "generation_time_to_first_token_seconds": "time to first token",
+           "generation_time_per_output_token_seconds": "time per output token",
+           "generation_e2e_latency_seconds": "generation latency"}
 
 # (inclusive upper bound of the input length, bin name), in order; longer inputs are "xlarge".
 BIN_UPPER_BOUNDS = ((128, "tiny"), (512, "small"), (2048, "large"))
@@ -73,6 +79,7 @@ class LatencyTable:
     model: str                       # the model named in the title
     versions: list = field(default_factory=list)
     cells: dict = field(default_factory=dict)
+    metric: str = LATENCY_METRIC
     counts: dict = field(default_factory=dict)
     at_least: set = field(default_factory=set)
 
@@ -147,33 +154,35 @@ def _parse_scrape(text: str) -> list:
                            f"(which starts with '{{')") from None
 
 
-def table_from_scrape(text: str, model: Optional[str] = None, quantile: float = 0.95) -> LatencyTable:
-    """The quantile per (model_version, input_length_bin) from a Prometheus text scrape."""
+def table_from_scrape(text: str, model: Optional[str] = None, quantile: float = 0.95,
+                      metric: str = LATENCY_METRIC) -> LatencyTable:
+    """The quantile of histogram `metric` per (model_version, input_length_bin) from a Prometheus
+    text scrape."""
     samples = [s for family in _parse_scrape(text) for s in family.samples
-               if s.name == LATENCY_METRIC + "_bucket"]
+               if s.name == metric + "_bucket"]
     if not samples:
-        raise HeatmapError(f"the scrape holds no {LATENCY_METRIC} histogram "
-                           f"(no {LATENCY_METRIC}_bucket samples)")
+        raise HeatmapError(f"the scrape holds no {metric} histogram "
+                           f"(no {metric}_bucket samples)")
     missing = sorted({label for s in samples for label in ("model_version", "input_length_bin", "le")
                       if label not in s.labels})
     if missing:
-        raise HeatmapError(f"{LATENCY_METRIC}_bucket samples lack the label(s) {', '.join(missing)}")
+        raise HeatmapError(f"{metric}_bucket samples lack the label(s) {', '.join(missing)}")
     models = sorted({s.labels.get("model", "") for s in samples})
     if model is not None:
         samples = [s for s in samples if s.labels.get("model") == model]
         if not samples:
-            raise HeatmapError(f"no {LATENCY_METRIC} samples for model '{model}' "
+            raise HeatmapError(f"no {metric} samples for model '{model}' "
                                f"(models in the scrape: {', '.join(m or '(none)' for m in models)})")
     unknown = sorted({s.labels["input_length_bin"] for s in samples} - set(BINS))
     if unknown:
-        print(f"warning: ignored {LATENCY_METRIC} series with input_length_bin "
+        print(f"warning: ignored {metric} series with input_length_bin "
               f"{', '.join(unknown)} (not one of {', '.join(BINS)})", file=sys.stderr)
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for s in samples:
         if s.labels["input_length_bin"] in BINS:
             key = (s.labels["model_version"], s.labels["input_length_bin"])
             groups.setdefault(key, []).append((float(s.labels["le"]), float(s.value)))
-    table = LatencyTable(quantile, "scrape", model or _models_title(models))
+    table = LatencyTable(quantile, "scrape", model or _models_title(models), metric=metric)
     for key, buckets in groups.items():
         total = sum(count for le, count in buckets if math.isinf(le))
         table.counts[key] = int(total)
@@ -252,8 +261,12 @@ def _sorted_versions(versions: set) -> list:
 
 # -- either source ----------------------------------------------------------------------------
 
-def load_table(text: str, model: Optional[str] = None, quantile: float = 0.95) -> LatencyTable:
-    """A benchmark JSON (text starting with '{') or else a Prometheus text scrape."""
+def load_table(text: str, model: Optional[str] = None, quantile: float = 0.95,
+               metric: str = LATENCY_METRIC) -> LatencyTable:
+    """A benchmark JSON (text starting with '{') or else a Prometheus text scrape (its histogram
+    `metric`, one of METRICS)."""
+    if metric not in METRICS:
+        raise HeatmapError(f"--metric {metric}: valid: {', '.join(METRICS)}")
     if not 0 <= quantile <= 1:
         raise HeatmapError(f"the quantile must lie in [0, 1], got {quantile}")
     if text.lstrip().startswith("{"):
@@ -263,9 +276,9 @@ def load_table(text: str, model: Optional[str] = None, quantile: float = 0.95) -
             raise HeatmapError(f"not valid JSON: {e}") from None
         table = table_from_bench(data, model, quantile)
     else:
-        table = table_from_scrape(text, model, quantile)
+        table = table_from_scrape(text, model, quantile, metric)
     if not any(math.isfinite(v) for v in table.cells.values()):
-        raise HeatmapError(f"{LATENCY_METRIC} has no observations"
+        raise HeatmapError(f"{table.metric} has no observations"
                            + (f" for model '{model}'" if model else "") + " (every count is 0)")
     return table
 
@@ -284,7 +297,7 @@ def read_source(path: str) -> str:
 
 
 def default_title(table: LatencyTable) -> str:
-    return f"{quantile_label(table.quantile)} inference latency, model {table.model}"
+    return f"{quantile_label(table.quantile)} {METRICS.get(table.metric, table.metric)}, model {table.model}"
 
 
 def chart_title(table: LatencyTable, title: Optional[str] = None) -> str:

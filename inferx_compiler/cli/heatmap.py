@@ -30,6 +30,7 @@ Examples:
   inferx-heatmap scrape.txt -o heatmap.png                   P95 over all models
   inferx-heatmap scrape.txt -o heatmap.png --model bert      one model's series only
   inferx-heatmap bench.json -o p99.png --quantile 0.99 --title "P99 before the tuning"
+  inferx-heatmap scrape.txt -o ttft.png --metric generation_time_to_first_token_seconds
 """
 
 
@@ -40,6 +41,10 @@ Examples:
 @click.option("--model", metavar="NAME", help="only this model's series / requests (default: all, summed)")
 @click.option("--quantile", type=click.FloatRange(0, 1), default=0.95, show_default=True,
               help="the quantile to show, in [0, 1]")
+@click.option("--metric", default="inference_latency_seconds", show_default=True,
+              type=click.Choice(("inference_latency_seconds", "generation_time_to_first_token_seconds",
+                                 "generation_time_per_output_token_seconds", "generation_e2e_latency_seconds")),
+              help="the scrape's histogram to draw (the generation_* ones: inferx-serve --model)")
 @click.option("--title", metavar="TEXT", help="title of the chart (default names the quantile and the model)")
 @click.option("--debug", is_flag=True, help="show tracebacks")
 def command(**params) -> int:
@@ -53,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 def _work(args) -> int:
     from inferx_compiler.runtime.heatmap import draw_heatmap, format_table, load_table, read_source
 
-    table = load_table(read_source(args.source), model=args.model, quantile=args.quantile)
+    table = load_table(read_source(args.source), model=args.model, quantile=args.quantile, metric=args.metric)
     print(format_table(table, args.title))
     draw_heatmap(table, args.output, args.title)
     print(f"wrote {args.output}", file=sys.stderr)

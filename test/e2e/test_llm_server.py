@@ -215,3 +215,27 @@ def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, a
     records = [json.loads(x) for x in proc.stderr.read().splitlines() if x.startswith('{"event": "generation_request"')]
     assert len(records) == 1 and records[0]["completion_tokens"] == out.usage.completion_tokens
     assert records[0]["prompt_tokens"] == 2 and records[0]["time_to_first_token_s"] > 0
+
+
+def test_the_heatmap_draws_the_generation_histograms(server, tmp_path):
+    """inferx-heatmap --metric generation_*: the quantile per version and prompt-length bin."""
+    import subprocess
+
+    from inferx_compiler.cli.common import python_entry
+    from inferx_compiler.runtime.heatmap import load_table
+
+    client = _client(server)
+    for prompt in ("a", "b" * 30):  # (this model's context: 64 tokens, all in the bin "tiny")
+        client.completions.create(model="tiny", prompt=prompt, max_tokens=4, temperature=0)
+    scrape = httpx.get(server.url + "/metrics").text
+    table = load_table(scrape, model="tiny", metric="generation_time_to_first_token_seconds")
+    assert table.counts[("1", "tiny")] >= 2 and ("1", "small") not in table.counts
+    assert 0 < table.value("1", "tiny") < 60
+    tpot = load_table(scrape, model="tiny", metric="generation_time_per_output_token_seconds")
+    assert tpot.counts[("1", "tiny")] >= 2 and tpot.value("1", "tiny") < table.value("1", "tiny") * 10
+    (tmp_path / "scrape.txt").write_text(scrape)
+    out = subprocess.run(python_entry("inferx_compiler.cli.heatmap") + [
+        str(tmp_path / "scrape.txt"), "-o", str(tmp_path / "ttft.png"), "--model", "tiny",
+        "--metric", "generation_time_to_first_token_seconds"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "P95 time to first token, model tiny" in out.stdout and (tmp_path / "ttft.png").stat().st_size > 1000
