@@ -39,7 +39,8 @@ class Build:
 
     @property
     def uses_plan(self) -> bool:
-        return self.request.uses_plan
+        # a generation model's int8/int4 are weight-only on every stored projection (no plan)
+        return self.source != "llm" and self.request.uses_plan
 
     def runs(self, name: str) -> bool:
         """Whether an optional pass (or a part of one, e.g. inferx-hopper-epilogue) is not

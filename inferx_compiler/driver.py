@@ -120,21 +120,22 @@ def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weigh
     """A generation model (a Hugging Face folder or a GGUF file, frontend/llm/) into prefill and
     decode entry points over a KV cache that the device keeps and every call writes in place.
     `shapes`: frontend.llm.frontend.GenerationShapes (chunk lengths, batch sizes, cache rows);
-    --precision fp32/fp16/bf16 is the model's dtype (weights, activations, cache); `weights`: copy
+    --precision fp32/fp16/bf16 is the model's dtype (weights, activations, cache); int8/int4 are
+    weight-only on the projections (inferx-annotate-precision{stored-weights=true}, then
+    inferx-quantize-contractions) over an fp16 model on GPUs, an fp32 one on CPUs; `weights`: copy
     (into the artifact) or reference (the folder's safetensors files, read at load time)."""
-    from inferx_compiler.frontend.llm.frontend import DTYPES, WEIGHT_MODES, LlmFrontend
+    from inferx_compiler.frontend.llm.frontend import WEIGHT_MODES, LlmFrontend, model_dtype
     from inferx_compiler.frontend.llm.source import open_source
-    from inferx_compiler.precision.precision_plan import PrecisionError
 
     build = resolve_build(options, source="llm")
-    if options.precision not in DTYPES:
-        raise PrecisionError(f"--precision {options.precision}: generation models build at "
-                             f"{', '.join(DTYPES)} so far (weight-only int8/int4 are not wired to the LLM path yet)")
+    dtype = model_dtype(options.precision, build.target)
     if weights not in WEIGHT_MODES:
         raise ModelLoadError(f"--weights {weights}: valid: {', '.join(WEIGHT_MODES)}")
     log.step(f"reading {path}")
     model = open_source(path)
-    return compile_model(LlmFrontend(model, shapes, DTYPES[options.precision], weights), build, log)
+    quantization = ({"kind": options.precision, "group_size": options.group_size if options.precision == "int4" else 0}
+                    if options.precision in ("int8", "int4") else None)
+    return compile_model(LlmFrontend(model, shapes, dtype, weights, quantization=quantization), build, log)
 
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:
@@ -325,10 +326,14 @@ def compile_linalg(model: ImportedModel, ctx, build: Build, log: BuildLog,
     if "iree-input" in manifest.pipeline:
         manifest.pipeline["iree-input"] = iree_input_pipeline(build)
     referenced = model.generation is not None and model.generation["weights"]["mode"] == "reference"
-    if result.parameter_keys is not None and not referenced:  # what the module reads; quantized weights derived
+    if result.parameter_keys is not None:  # what the module reads; quantized weights derived
         from inferx_compiler.precision import quantization
 
-        weights = quantization.materialize(result.parameter_keys, weights)
+        if referenced:  # derived at load time from the folder's tensors (runtime/parameters.py)
+            model.generation["weights"]["derived"] = sorted(k for k in result.parameter_keys
+                                                            if quantization.parse_key(k) is not None)
+        else:
+            weights = quantization.materialize(result.parameter_keys, weights)
     manifest.module = MODULE_VMFB
     if manifest.entry_function:
         manifest.output_entry_function = manifest.entry_function + OUTPUT_ENTRY_SUFFIX

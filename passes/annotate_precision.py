@@ -25,8 +25,14 @@ cores, measured 32x slower in an H200 int8 BERT b8); integer
 precisions (i8, i4) are carried out later by inferx-quantize-contractions. A lowered entry that
 matches no contraction fails the pass, naming it (a plan for another model).
 
-Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all from-plan=false others=f32}`;
-precision is f16, bf16, i8 or i4.
+`stored-weights=true` (generation models built at int8/int4: weight-only quantization of a
+decoder's projections) annotates every `linalg.matmul` whose right-hand operand is a stored weight
+(an entry argument tagged `inferx.parameter`, or its 2-D `linalg.transpose`), whatever its float
+type (the decoder may be f16 already), and nothing else: attention's products, whose operands are
+activations and the KV cache, keep the model's dtype.
+
+Spelled `inferx-annotate-precision{precision=f16 min-flops=0 convolutions=all from-plan=false others=f32
+stored-weights=false}`; precision is f16, bf16, i8 or i4.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import ClassVar, Literal, Optional
 
 from torch_mlir import ir
 
-from inferx_compiler.dialects.inferx import PLAN_ATTR, PRECISION_ATTR, PRECISIONS
+from inferx_compiler.dialects.inferx import PARAMETER_ATTR, PLAN_ATTR, PRECISION_ATTR, PRECISIONS
 from inferx_compiler.passes.infra.base import ModulePass, PassFailure
 from inferx_compiler.passes.analysis.linalg_analysis import collect, estimate_flops, is_contraction
 
@@ -83,6 +89,7 @@ class AnnotatePrecision(ModulePass):
     convolutions: Literal["all", "static", "none"] = "all"
     from_plan: bool = False
     others: Literal["f32", "f16", "bf16"] = "f32"
+    stored_weights: bool = False
 
     @classmethod
     def for_build(cls, build) -> "Optional[AnnotatePrecision]":
@@ -91,6 +98,9 @@ class AnnotatePrecision(ModulePass):
         # CUDA: IREE's own f16 convolutions are wrong there; static ones become matmuls through
         # the conv strategy, dynamic ones stay f32
         convolutions = ("static" if build.applies("inferx-conv-strategy") else "none") if gpu else "all"
+        if build.source == "llm":  # a generation model: weight-only int8/int4 on its projections
+            integer = {"int8": "i8", "int4": "i4"}.get(build.precision)
+            return cls(precision=integer, stored_weights=True) if integer else None
         if build.uses_plan:
             # the driver attaches the plan to the module (inferx.precision_plan); on GPUs the
             # contractions without a stored weight (attention) compute in f16
@@ -107,8 +117,45 @@ class AnnotatePrecision(ModulePass):
         if self.from_plan:
             annotate_from_plan(module, read_plan(module), self.others, self.convolutions)
             return
+        if self.stored_weights:
+            annotate_stored_weight_matmuls(module, self.precision)
+            return
         for op in collect(module, lambda o: o.name.startswith("linalg.")):
             annotate_contraction(op, self.precision, self.min_flops, self.convolutions)
+
+
+def _parameter_argument(value) -> bool:
+    """Whether `value` is an entry argument tagged `inferx.parameter`."""
+    if not isinstance(value, ir.BlockArgument):
+        return False
+    func_op = value.owner.owner
+    func_op = func_op.operation if func_op is not None else None
+    if func_op is None or func_op.name != "func.func" or "arg_attrs" not in func_op.attributes:
+        return False
+    attrs = ir.ArrayAttr(func_op.attributes["arg_attrs"])
+    return value.arg_number < len(attrs) and PARAMETER_ATTR in ir.DictAttr(attrs[value.arg_number])
+
+
+def reads_stored_weight(op: ir.Operation) -> bool:
+    """A linalg.matmul whose right-hand operand is a stored weight or its 2-D transpose."""
+    rhs = op.operands[1]
+    if _parameter_argument(rhs):
+        return True
+    if not isinstance(rhs, ir.OpResult) or rhs.owner.operation.name != "linalg.transpose":
+        return False
+    transpose = rhs.owner.operation
+    return (list(ir.DenseI64ArrayAttr(transpose.attributes["permutation"])) == [1, 0]
+            and _parameter_argument(transpose.operands[0]))
+
+
+def annotate_stored_weight_matmuls(module: ir.Operation, precision: str) -> None:
+    """`precision` on every float linalg.matmul that reads a stored weight (stored-weights=true)."""
+    for op in collect(module, lambda o: o.name == "linalg.matmul"):
+        if PRECISION_ATTR in op.attributes or not reads_stored_weight(op):
+            continue
+        if all(isinstance(v.type, ir.RankedTensorType) and isinstance(v.type.element_type, ir.FloatType)
+               for v in op.operands):
+            op.attributes[PRECISION_ATTR] = ir.StringAttr.get(precision)
 
 
 def layer_name(op: ir.Operation) -> str:

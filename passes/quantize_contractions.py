@@ -383,11 +383,13 @@ def rescale(acc, colsum, step, zero_point, scale, y0, u8_offset: bool = False):
 
 
 def to_f16(x):
-    """truncf of a 2-D f32 tensor to f16 (the GPU form's activations)."""
+    """truncf of a 2-D f32 tensor to f16 (the GPU form's activations); an f16 tensor as it is."""
     from iree.compiler import ir
     from iree.compiler.dialects import arith, tensor
 
     f16 = ir.F16Type.get()
+    if x.type.element_type == f16:
+        return x
     init = tensor.EmptyOp([_dim(x, 0), x.type.shape[1]], f16).result
     return generic([x], init, _maps(2, (0, 1), (0, 1)), ["parallel"] * 2,
                    lambda b: arith.truncf(f16, b.arguments[0]))
@@ -429,6 +431,55 @@ def weight_only_product(x, wq, scale, y0, k_inner: bool):
         w16 = tensor.CollapseShapeOp(ir.RankedTensorType.get([groups * size, n], ir.F16Type.get()), w16,
                                      [[0, 1], [2]]).result
     return plain_matmul(x16, w16, y0)
+
+
+def widen_f16_product(matmul):
+    """An f16 x f16 -> f16 matmul (a generation model built in f16) as the f16 x f16 -> f32
+    matmul the weight-only forms rewrite, then truncf to f16 for its users: the sums in f32,
+    as the f32 models' weight-only layers have them. Returns the new matmul."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith
+
+    x, w, y0 = matmul.operands
+    f32, f16 = ir.F32Type.get(), ir.F16Type.get()
+    with ir.InsertionPoint(matmul), matmul.location:
+        sizes = [_dim(y0, 0), y0.type.shape[1]]
+        if is_zero_fill(y0):
+            init = _filled(sizes, f32, 0.0)
+        else:
+            init = generic([y0], tensor_empty(sizes, f32), _maps(2, (0, 1), (0, 1)), ["parallel"] * 2,
+                           lambda b: arith.extf(f32, b.arguments[0]))
+        wide = plain_matmul(x, w, init)
+        y = generic([wide], tensor_empty(sizes, f16), _maps(2, (0, 1), (0, 1)), ["parallel"] * 2,
+                    lambda b: arith.truncf(f16, b.arguments[0]))
+    matmul.results[0].replace_all_uses_with(y)
+    matmul.erase()
+    return wide.owner.operation
+
+
+def tensor_empty(sizes: list, element_type):
+    from iree.compiler.dialects import tensor
+
+    return tensor.EmptyOp(sizes, element_type).result
+
+
+def _f16_product(op) -> bool:
+    """f16 x f16 into f16 or f32 (a generation model built in f16)."""
+    from iree.compiler import ir
+
+    x, w, y0 = (v.type.element_type for v in op.operands)
+    return isinstance(x, ir.F16Type) and isinstance(w, ir.F16Type) and isinstance(y0, (ir.F16Type, ir.F32Type))
+
+
+MATVEC_TOKEN_ROWS = 16  # token rows (a decoder's decode step: one a sequence) read as a matrix-vector product
+
+
+def matrix_vector(x) -> bool:
+    """Whether a GPU weight-only product takes the matrix-vector form (weight stored reduction
+    innermost, our few-row kernel): rows that are not tokens (an MLP's batch), or at most
+    MATVEC_TOKEN_ROWS static token rows (a decode step of a few sequences)."""
+    rows = x.type.shape[0]
+    return not rows_are_tokens(x) or (rows != ir_dynamic() and rows <= MATVEC_TOKEN_ROWS)
 
 
 def rows_are_tokens(x) -> bool:
@@ -547,6 +598,8 @@ class QuantizeContractions(TargetedPass):
             erase_unused_parameter_arguments(func_op)
 
     def _quantize(self, op, precision: str, target) -> None:
+        from iree.compiler import ir
+
         label = "int8" if precision == "i8" else "int4"
         backend = target.backend
         if backend not in ("llvm-cpu", "cuda"):
@@ -554,8 +607,9 @@ class QuantizeContractions(TargetedPass):
         if op.name != "linalg.matmul":
             remark(self.name, op, f"declined: {label} is built for linalg.matmul, not {op.name}")
             return
-        if not _f32(op):
-            remark(self.name, op, f"declined: {label} needs f32 operands")
+        gpu = backend == "cuda"
+        if not _f32(op) and not (gpu and _f16_product(op)):
+            remark(self.name, op, f"declined: {label} needs f32 operands" + (" (or f16)" if gpu else ""))
             return
         weight = stored_weight(op.operands[1])
         if weight is None or not weight.value.type.has_static_shape:
@@ -565,8 +619,10 @@ class QuantizeContractions(TargetedPass):
         if precision == "i4" and k % self.group_size:
             remark(self.name, op, f"declined: int4 groups of {self.group_size} do not divide K={k}")
             return
-        gpu = backend == "cuda"
-        k_inner = gpu and not rows_are_tokens(op.operands[0])
+        if gpu and isinstance(op.operands[2].type.element_type, ir.F16Type):
+            with op.context:
+                op = widen_f16_product(op)
+        k_inner = gpu and matrix_vector(op.operands[0])
         scheme = (WeightScheme("int8", 0, weight.transposed, gpu, k_inner) if precision == "i8"
                   else WeightScheme("int4", self.group_size, weight.transposed, gpu, k_inner))
         n = op.operands[2].type.shape[1]

@@ -182,7 +182,9 @@ class GenerationSession:
     def _call(self, name: str, *args):
         invoker = self._invoker(name)
         with self._invoke_lock:
-            return _first(invoker(*args)).to_host()
+            # a copy: on the CPU `to_host` maps the device's memory, which a later call or the
+            # session's end may reuse (logits read after the session was dropped came back NaN)
+            return np.array(_first(invoker(*args)).to_host())
 
     def _invoker(self, name: str):
         invoker = self._invokers.get(name)

@@ -1,11 +1,16 @@
 """Where a loaded artifact's weights come from: its own weights.irpa member (mapped from the
 archive), or, for a generation model built with `--weights reference`, the safetensors files of
-the model folder it was built from (checked tensor by tensor against the manifest first)."""
+the model folder it was built from (checked tensor by tensor against the manifest first). A
+referenced build at int8/int4 reads integer weights that the folder does not hold: the manifest
+lists them (`derived`, keys of precision/quantization.py) and they are quantized here, at load,
+from the folder's tensors (numpy, one thread a tensor), exactly as a copied build stores them."""
 
 from __future__ import annotations
 
 import json
 import os
+
+import numpy as np
 
 from inferx_compiler.errors import InputValidationError
 
@@ -42,8 +47,61 @@ def referenced_parameters_module(rt, instance, artifact_path: str, record: dict,
     index = rt.ParameterIndex()
     for path in files:
         index.load(path)
-    owner._parameter_index = index
+    derived = derived_weights(record.get("derived", []), files)
+    for key, array in derived.items():
+        index.add_buffer(key, array)
+    owner._parameter_index, owner._derived_weights = index, derived
     return rt.create_io_parameters_module(instance, index.create_provider(scope="model"))
+
+
+def derived_weights(keys: list, files: list) -> dict:
+    """{key: array} for the derived (quantized) parameter keys, from their source tensors."""
+    if not keys:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inferx_compiler.precision import quantization
+
+    parsed = {key: quantization.parse_key(key) for key in keys}
+    bad = [k for k, p in parsed.items() if p is None]
+    if bad:
+        raise InputValidationError(f"the manifest lists derived weights of no known scheme: {', '.join(bad[:4])}")
+    sources = sorted({(p[0], p[1]) for p in parsed.values()})
+    tensors = safetensors_arrays(files, {source for source, _ in sources})
+
+    def quantize(item):
+        source, scheme = item
+        return item, quantization.stored_arrays(tensors[source], scheme)
+
+    with ThreadPoolExecutor(max_workers=min(16, os.cpu_count() or 1)) as pool:
+        stored = dict(pool.map(quantize, sources))
+    return {key: np.ascontiguousarray(stored[(p[0], p[1])][1 if p[2] else 0]) for key, p in parsed.items()}
+
+
+def safetensors_arrays(files: list, names: set) -> dict:
+    """{name: array} for `names`, mapped from the safetensors files (read only, no copy)."""
+    out = {}
+    for path in files:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(size))
+        for name, entry in header.items():
+            if name in names:
+                begin, end = entry["data_offsets"]
+                out[name] = np.memmap(path, dtype=_numpy_dtype(entry["dtype"]), mode="r", offset=8 + size + begin,
+                                      shape=tuple(entry["shape"]))
+    missing = sorted(names - set(out))
+    if missing:
+        raise InputValidationError(f"the model folder lacks tensors the integer weights derive from: {', '.join(missing[:4])}")
+    return out
+
+
+def _numpy_dtype(code: str):
+    if code == "BF16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return {"F32": np.float32, "F16": np.float16}[code]
 
 
 def safetensors_tensors(files: list) -> dict:

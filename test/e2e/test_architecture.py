@@ -21,7 +21,9 @@ P = "inferx_compiler."
 GRAPH = import_graph()
 
 # what the runtime may import of the package besides itself: the artifact format and its errors
-RUNTIME_MAY_IMPORT = ("runtime", "errors", "tensor_spec", "versions", "artifact.archive")
+# (precision.quantization: the stored integer weight formats, numpy only: a referenced int8/int4
+# generation model's weights are quantized at load)
+RUNTIME_MAY_IMPORT = ("runtime", "errors", "tensor_spec", "versions", "artifact.archive", "precision.quantization")
 # (layer, what it must never import)
 FORBIDDEN = [
     (("passes", "dialects"), ("driver", "build", "build_plan", "cli", "backend", "frontend", "runtime",

@@ -83,6 +83,21 @@ class GenerationShapes:
 
 
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+WEIGHT_ONLY = ("int8", "int4")  # weight-only on the projections, over the target's float dtype
+
+
+def model_dtype(precision: str, target) -> str:
+    """The decoder's dtype (activations, KV cache, the weights left in float) for --precision:
+    fp32/fp16/bf16 as named; int8/int4 quantize the projections' weights only, over fp16 on GPUs
+    and fp32 on CPUs (where the products run on int8 sums over dynamically quantized rows)."""
+    from inferx_compiler.precision.precision_plan import PrecisionError
+
+    if precision in DTYPES:
+        return DTYPES[precision]
+    if precision in WEIGHT_ONLY:
+        return "float16" if target.backend == "cuda" else "float32"
+    raise PrecisionError(f"--precision {precision}: generation models build at "
+                         f"{', '.join(list(DTYPES) + list(WEIGHT_ONLY))}")
 WEIGHT_MODES = ("copy", "reference")
 
 
@@ -98,6 +113,7 @@ class LlmFrontend:
     shapes: GenerationShapes
     dtype: str = "float32"
     weights: str = "copy"
+    quantization: Optional[dict] = None  # {"kind": int8|int4, "group_size"}: weight-only projections
     source: str = "llm"
 
     def import_module(self, context, log: BuildLog) -> ImportedModel:
@@ -132,7 +148,7 @@ class LlmFrontend:
                           "dtype": self.dtype, "blocks": geometry.blocks, "block_size": geometry.block_size,
                           "table_width": geometry.table_width, "scratch_block": 0},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
-                      "weights": record, "notes": list(self.model.notes)}
+                      "weights": record, "quantization": self.quantization, "notes": list(self.model.notes)}
         self._keys = keys
         return ImportedModel(module_op, [], [], weights, {}, info, generation=generation,
                              members={TOKENIZER_MEMBER: self.model.tokenizer_json.encode()})
