@@ -59,8 +59,14 @@ product runs on our Triton kernel instead (passes/support/dequant_matvec.py: sta
 and later, Triton installed; `matvec-kernel=false` or `--disable-pass inferx-dequant-matvec`
 keeps IREE's form), with the reason in the remark where it declines.
 
+A generation model built in f16 (its projections annotated by
+inferx-annotate-precision{stored-weights=true}) brings f16 x f16 products on CUDA: their
+activations are used as they are, an f16 result becomes an f32 sum truncated for its users
+(`widen_f16_product`), and a decode step's few token rows (at most MATVEC_TOKEN_ROWS static rows)
+take the matrix-vector layout and our kernel, as an MLP's rows do.
+
 Declined, with a remark: a weight that is not a stored parameter, a non-static weight, int4
-whose group size does not divide K, a matmul whose operands are not f32. A target without an
+whose group size does not divide K, a matmul whose operands are not f32 (or f16 on CUDA). A target without an
 executable backend fails the pass. Spelled
 `inferx-quantize-contractions{group-size=128 vnni-kernel=true matvec-kernel=true}` (the target is
 the module's `inferx.target`: inferx-set-target{target=NAME} before it on a bare module).

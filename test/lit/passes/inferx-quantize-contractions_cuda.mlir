@@ -47,3 +47,42 @@ func.func @int4_weight_only(%x: tensor<4x64xf32>, %w: tensor<64x8xf32> {inferx.p
   %y = linalg.matmul {inferx.precision = "i4"} ins(%x, %w : tensor<4x64xf32>, tensor<64x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// CUDA, a generation model built in f16: the decode step's projection (2 token rows, collapsed
+// from [batch, 1, K]) reads the transposed f16 weight into an f16 result. Its sums move to f32
+// (an f32 zero init, then truncf for the users), the activations are used as they are (no second
+// truncf), and 2 static token rows take the matrix-vector layout ([N, K] int8).
+// CHECK-LABEL: func.func @f16_decode_rows(
+// CHECK-SAME:    %[[X:.+]]: tensor<2x1x64xf16>, %{{.+}}: tensor<2x32xf16>, %[[WQ:.+]]: tensor<32x64xi8> {inferx.parameter = "fc.w#q:int8hnt"}, %{{.+}}: tensor<32xf16> {inferx.parameter = "fc.w#q:int8hnt:scale"}
+// CHECK:         %[[X2:.+]] = tensor.collapse_shape %[[X]]
+// CHECK-NOT:     arith.truncf
+// CHECK:         %[[P:.+]] = linalg.matmul ins(%[[X2]], %{{.*}} : tensor<2x64xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<2x32xf32>)
+// CHECK:         linalg.generic {{.*}} ins(%[[P]] : tensor<2x32xf32>) outs(%{{.*}} : tensor<2x32xf16>)
+// CHECK:           arith.truncf {{.*}} : f32 to f16
+func.func @f16_decode_rows(%x: tensor<2x1x64xf16>, %w: tensor<32x64xf16> {inferx.parameter = "fc.w"}, %z: tensor<2x32xf16>) -> tensor<2x32xf16> {
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x1x64xf16> into tensor<2x64xf16>
+  %e = tensor.empty() : tensor<64x32xf16>
+  %t = linalg.transpose ins(%w : tensor<32x64xf16>) outs(%e : tensor<64x32xf16>) permutation = [1, 0]
+  %c = arith.constant 0.0 : f16
+  %f = linalg.fill ins(%c : f16) outs(%z : tensor<2x32xf16>) -> tensor<2x32xf16>
+  %y = linalg.matmul {inferx.precision = "i8"} ins(%x2, %t : tensor<2x64xf16>, tensor<64x32xf16>) outs(%f : tensor<2x32xf16>) -> tensor<2x32xf16>
+  return %y : tensor<2x32xf16>
+}
+
+// -----
+
+// f16 inputs into an f32 init (what torch-mlir gives a decoder's f16 linear) stay as they are;
+// 64 token rows are a matrix-matrix product: the weight stays [K, N] int4 groups.
+// CHECK-LABEL: func.func @f16_prefill_rows(
+// CHECK-SAME:    tensor<2x32x32xi4> {inferx.parameter = "fc.w#q:int4g32ht"}
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<64x64xf16>, tensor<64x32xf16>) outs(%{{.*}} : tensor<64x32xf32>)
+// CHECK-NOT:     arith.truncf {{.*}} : f32 to f16
+func.func @f16_prefill_rows(%x: tensor<1x64x64xf16>, %w: tensor<32x64xf16> {inferx.parameter = "fc.w"}, %z: tensor<64x32xf32>) -> tensor<64x32xf32> {
+  %x2 = tensor.collapse_shape %x [[0, 1], [2]] : tensor<1x64x64xf16> into tensor<64x64xf16>
+  %e = tensor.empty() : tensor<64x32xf16>
+  %t = linalg.transpose ins(%w : tensor<32x64xf16>) outs(%e : tensor<64x32xf16>) permutation = [1, 0]
+  %y = linalg.matmul {inferx.precision = "i4"} ins(%x2, %t : tensor<64x64xf16>, tensor<64x32xf16>) outs(%z : tensor<64x32xf32>) -> tensor<64x32xf32>
+  return %y : tensor<64x32xf32>
+}

@@ -52,3 +52,15 @@ func.func @f16_annotation(%x: tensor<4x64xf32>, %w: tensor<64x8xf32> {inferx.par
   %y = linalg.matmul {inferx.precision = "f16"} ins(%x, %w : tensor<4x64xf32>, tensor<64x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// On a CPU target an f16 product is declined (the CPU form quantizes f32 activations); the
+// remark says what it needs.
+// CHECK-LABEL: func.func @f16_on_cpu(
+// CHECK:         linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<2x64xf16>, tensor<64x32xf16>)
+func.func @f16_on_cpu(%x: tensor<2x64xf16>, %w: tensor<64x32xf16> {inferx.parameter = "fc.w"}, %z: tensor<2x32xf32>) -> tensor<2x32xf32> {
+  // expected-remark @+1 {{inferx-quantize-contractions: declined: int8 needs f32 operands}}
+  %y = linalg.matmul {inferx.precision = "i8"} ins(%x, %w : tensor<2x64xf16>, tensor<64x32xf16>) outs(%z : tensor<2x32xf32>) -> tensor<2x32xf32>
+  return %y : tensor<2x32xf32>
+}
