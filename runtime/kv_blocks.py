@@ -32,18 +32,32 @@ class BlockPool:
     def __init__(self, blocks: int, block_size: int, prefix_caching: bool = True, limit: Optional[int] = None):
         if blocks < 2:
             raise ValueError(f"a paged cache needs at least 2 blocks (block 0 is scratch), got {blocks}")
-        usable = blocks - 1 if limit is None else max(1, min(limit, blocks - 1))
+        self.blocks = blocks
         self.block_size = block_size
+        self._lock = threading.Lock()
+        self._reset(prefix_caching, limit)
+
+    def _reset(self, prefix_caching: bool, limit: Optional[int]) -> None:
+        usable = self.blocks - 1 if limit is None else max(1, min(limit, self.blocks - 1))
         self.capacity = usable
         self.prefix_caching = prefix_caching
         self._free = list(range(usable, 0, -1))  # popped from the end: block 1 first
-        self._refs = [0] * blocks
+        self._refs = [0] * self.blocks
         self._hash_of: dict[int, int] = {}
         self._cached: dict[int, int] = {}
         self._evictable: OrderedDict[int, None] = OrderedDict()  # registered, unreferenced: LRU first
-        self._lock = threading.Lock()
         self.prefix_queries = 0  # full prompt blocks looked up
         self.prefix_hits = 0  # of which found cached
+
+    def configure(self, prefix_caching: bool = True, limit: Optional[int] = None) -> None:
+        """Prefix caching on or off and the most blocks used, for a pool nobody holds a block of
+        (an engine taking over its session's pool); the cached prefixes are forgotten."""
+        with self._lock:
+            held = sum(1 for r in self._refs if r > 0)
+            if held:
+                raise RuntimeError(f"{held} cache blocks are held (a generation is running on this session): "
+                                   f"the pool can be reconfigured only while every block is free")
+            self._reset(prefix_caching, limit)
 
     # -- what is left ---------------------------------------------------------------------
     @property

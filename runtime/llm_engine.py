@@ -115,15 +115,13 @@ class Engine:
 
     def __init__(self, session: GenerationSession, max_batch: Optional[int] = None, kv_blocks: Optional[int] = None,
                  prefix_caching: bool = True, clock=time.monotonic):
-        from inferx_compiler.runtime.kv_blocks import BlockPool
-
         self.session = session
         largest = max(session.batch_sizes)
         self.max_batch = min(max_batch or largest, largest)
-        geometry = session.record["cache"]
-        # the session's pool from now on (generate() on the same session takes blocks from it too)
-        self.pool = session.blocks = BlockPool(int(geometry["blocks"]), session.block_size, prefix_caching,
-                                               limit=kv_blocks)
+        # the session's own pool (generate() on the same session takes blocks from it too, so a
+        # block is never handed out twice), set to this engine's limit and prefix caching
+        self.pool = session.blocks
+        self.pool.configure(prefix_caching, limit=kv_blocks)
         self.block_size = session.block_size
         self.clock = clock
         self.stats = EngineStats()

@@ -141,3 +141,29 @@ def test_requests_that_can_never_run_are_refused(artifact):
         engine.submit([5, 6], 0)
     with pytest.raises(InputValidationError, match="no tokens"):
         engine.submit([], 4)
+
+
+def test_the_engine_shares_its_sessions_block_pool(artifact):
+    """The engine takes over the session's own pool (with its limit): blocks that generate()
+    holds on the same session are never handed to a request, and the pool cannot be
+    reconfigured under a running generation."""
+    sess = inferx_compiler.load(artifact)
+    prompt = [5, 6, 7, 8, 9]
+    stream = sess.generate_ids([prompt], 8, stop_ids=())
+    next(stream)  # the prompt's blocks are now held by generate()
+    held = sess.blocks.in_use
+    assert held > 0
+    with pytest.raises(RuntimeError, match="blocks are held"):
+        Engine(sess)
+    expected = _alone(artifact, prompt, 8, Sampling())
+    rest = list(stream)
+    assert sess.blocks.in_use == 0 and len(rest) == 7
+    engine = Engine(sess, kv_blocks=10, prefix_caching=False)
+    assert engine.pool is sess.blocks and sess.blocks.capacity == 10 and not sess.blocks.prefix_caching
+    engine.start()
+    try:
+        request = engine.submit(prompt, 8, Sampling())
+        got = list(request.token_ids())
+    finally:
+        engine.stop()
+    assert got == expected and sess.blocks.in_use == 0
