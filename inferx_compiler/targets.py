@@ -78,9 +78,11 @@ class Target:
     half_precision_opt_level: Optional[str] = None
     # inferx-f32-matmul: f32 matmuls against weights on our AVX-512 kernel (f32_gemm.c), the weight
     # on the right (projections) or on the left (convolutions, their bias, residual and ReLU in the
-    # kernel). On for Intel Xeons with AVX-512 (two 512-bit FMA units; IREE's mmt4d reaches half
-    # their rate); off on AMD Zen 4 (one 512-bit FMA a cycle, which IREE's mmt4d already reaches)
-    # and on records naming no Intel core. docs/levers/f32-kernel.md.
+    # kernel). On where it was measured faster: AVX-512 cores of the AMX generation (two 512-bit
+    # FMA units; IREE's mmt4d reaches half their rate), i.e. the host's flags have avx512f and
+    # amx_tile, and the records of such cores; off on AVX-512 cores without AMX (a Zen 4 measured
+    # 0-12% slower with it) and on AVX2. Decided by instruction sets, never by vendor.
+    # docs/levers/f32-kernel.md.
     f32_kernel: bool = False
 
     @property
@@ -193,7 +195,7 @@ def _host_cpu() -> Target:
         backend="llvm-cpu", arch=arch, vector_bits=bits, native_dtypes=dtypes,
         runtime_driver="local-task", peak_gflops=180.0 if bits == 512 else 90.0, bandwidth_gbs=30.0,
         conv_microkernel=machine in ("x86_64", "amd64") and "avx512f" in flags,
-        f32_kernel=_cpu_vendor() == "GenuineIntel" and "avx512f" in flags,
+        f32_kernel="avx512f" in flags and "amx_tile" in flags,
         route_note="compiled for the host CPU (--iree-llvmcpu-target-cpu=host): run it where it was built",
         features=features, cores=os.cpu_count() or 1, l1_bytes=l1 or 32 * 1024, l2_bytes=l2 or 512 * 1024,
     )
@@ -230,11 +232,6 @@ def _cpuinfo(field: str) -> str:
     except OSError:
         pass
     return ""
-
-
-def _cpu_vendor() -> str:
-    """This machine's CPU vendor string (GenuineIntel, AuthenticAMD, ...; "" if unknown)."""
-    return _cpuinfo("vendor_id")
 
 
 def _cpu_flags() -> set[str]:

@@ -16,6 +16,7 @@ BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench")
 def _load(name):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(BENCH, f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (dataclasses look their module up)
     sys.path.insert(0, os.path.abspath(BENCH))
     try:
         spec.loader.exec_module(mod)
@@ -143,3 +144,50 @@ def test_serving_figures_redo_rewrites_the_report(tmp_path):
     md = (tmp_path / "serving_cpu-sync.md").read_text()
     assert "| m.ixa | 1 × 16 * | 7500 |" in md and "yes / yes" in md
     assert (tmp_path / "serving_cpu-sync.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_zoo_is_varied_valid_and_seeded():
+    """tools/bench/zoo.py: at least 40 models over every family, each a valid ONNX graph with a
+    dynamic batch dim that onnxruntime runs at batch 2; the same seed gives the same weights."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    zoo = _load("zoo")
+    models = _load("models")
+    listed = zoo.zoo_models(0)
+    assert len(listed) >= 40 and {m.family for m in listed} == set(zoo.FAMILIES)
+    assert len({m.name for m in listed}) == len(listed)
+    conv = [m.params for m in listed if m.family == "conv"]
+    assert {p["block"] for p in conv} == {"plain", "residual", "dwsep", "grouped", "concat"}
+    assert any(w % 16 for p in conv for w in p["widths"]) and {p["stem_k"] for p in conv} >= {3, 5, 7}
+    assert any(not p["bn_folded"] for p in conv) and any(p["dilation"] > 1 for p in conv)
+    for m in listed:
+        if m.family in ("tiny", "decoder") or m.name in ("conv03_grouped_16", "conv12_dwsep_16", "enc09_d128h1s16"):
+            proto = m.build()
+            onnx.checker.check_model(proto)
+            assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch", m.name
+            session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+            feeds = models.feeds(proto, 2)
+            assert session.run(None, feeds)[0].shape[0] == 2, m.name
+    a, b = zoo.zoo_models(0)[0].build(), zoo.zoo_models(0)[0].build()
+    assert all((numpy_helper.to_array(x) == numpy_helper.to_array(y)).all()
+               for x, y in zip(a.graph.initializer, b.graph.initializer))
+    assert [m.params for m in zoo.zoo_models(1)] != [m.params for m in listed]
+
+
+def test_the_zoo_runner_measures_and_reports(tmp_path):
+    """One tiny zoo model through the runner: compiled with default flags, checked against
+    onnxruntime, timed, profiled, written as tables (no timing asserted)."""
+    out = tmp_path / "zoo"
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "run.py"), "--zoo", "--families", "tiny", "--limit", "1",
+                           "--rounds", "1", "--block-ms", "5", "--cache", str(tmp_path / "cache"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads((out / "results.json").read_text())
+    row = result["rows"][0]
+    assert row["model"] == "tiny_cnn32" and "error" not in row
+    for entry in row["batches"].values():
+        assert entry["rel_l2"] < 1e-3 and entry["inferx_ms"] > 0 and entry["ort_ms"] > 0
+    table = (out / "results.md").read_text()
+    assert "| tiny | 2 |" in table and "geometric mean" in table and "dispatch_" in table

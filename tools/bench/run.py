@@ -477,6 +477,11 @@ def torch_available():
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--zoo" in argv:  # the generality zoo (tools/bench/zoo.py): its own models, flags and report
+        import zoo
+
+        return zoo.main([a for a in argv if a != "--zoo"])
     p = argparse.ArgumentParser(description="inferx CPU benchmark against its peers (issue 4)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_const", dest="mode", const="quick", help="small models (default)")
