@@ -161,7 +161,8 @@ class GenerationSession:
     # -- the cache ------------------------------------------------------------------------
     def cache_shape(self) -> tuple[int, ...]:
         c, geometry = self.config, self.record["cache"]
-        return (c["layers"], 2, int(geometry["blocks"]), c["kv_heads"], self.block_size, c["head_dim"])
+        row = int(geometry.get("row", c["head_dim"]))  # an int8 cache: head_dim + the scale's exponent
+        return (c["layers"], 2, int(geometry["blocks"]), c["kv_heads"], self.block_size, row)
 
     def cache(self):
         """The device-resident paged cache (allocated once, zeros; calls write it in place)."""

@@ -244,18 +244,6 @@ def test_a_referenced_folder_that_differs_is_refused(half_reference_build, tmp_p
         inferx_compiler.load(str(artifact), weights=str(other))
 
 
-def test_a_cache_dtype_not_built_is_refused(tmp_path):
-    folder = tmp_path / "llama"
-    class_name, config = family_configs()["llama3_rope_untied"]
-    save_tiny(folder, class_name, config)
-    proc = subprocess.run(python_entry("inferx_compiler.cli.compile") + [str(folder), "--target", "cpu",
-                                                                           "--kv-cache-dtype", "int8", "-o",
-                                                                           str(tmp_path / "m.ixa")],
-                          capture_output=True, text=True)
-    assert proc.returncode != 0 and "--kv-cache-dtype int8: generation models keep their cache" in proc.stderr
-    assert "Traceback" not in proc.stderr and not (tmp_path / "m.ixa").exists()
-
-
 def test_a_greedy_only_build_generates_and_refuses_sampling(tmp_path):
     """--greedy-only: no sampler compiled (prefill returns the argmax); greedy tokens still equal
     transformers', a temperature is refused naming the build."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
 import zipfile
 
@@ -26,6 +27,7 @@ transformers = pytest.importorskip("transformers")
 import inferx_compiler  # noqa: E402
 from helpers import rel_l2  # noqa: E402
 from llm_models import save_tiny  # noqa: E402
+from inferx_compiler.cli.common import python_entry  # noqa: E402
 from inferx_compiler.cli.compile import main as compile_main  # noqa: E402
 from inferx_compiler.precision.quantization import WeightScheme, fake_quantize  # noqa: E402
 
@@ -170,3 +172,60 @@ def test_a_referenced_folder_is_quantized_at_load(folder):
     b = _logits_run(inferx_compiler.load(str(referenced), weights=str(folder)), prompts, follow)
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x, y)
+
+
+# ------------------------------------------------------------------------------ int8 KV cache
+@torch.no_grad()
+def test_an_int8_kv_cache_matches_its_torch_definition(folder):
+    """--kv-cache-dtype int8: the cache holds int8 rows with their scale's exponent (head_dim + 1)
+    and takes a quarter of the f32 cache's bytes. Prefill and decode logits equal our decoder run
+    eagerly in torch over an int8 cache (the definition: decoder.quantize_rows), to f32 rounding,
+    while the float-cache model is measurably (and only slightly) away: the rounding is real."""
+    from inferx_compiler.frontend.llm.decoder import LlamaDecoder, new_cache
+    from inferx_compiler.frontend.llm.source import open_source
+
+    artifact = folder.parent / "llama_q_kv8.ixa"
+    assert compile_main([str(folder), "--target", "cpu", "--kv-cache-dtype", "int8", "--prefill-lengths", str(CHUNK),
+                         "--batch-sizes", str(BATCH), "--max-seq", str(MAX_SEQ), "--kv-block-size", "4",
+                         "--greedy-only", "--with-logits", "-q", "-o", str(artifact)]) == 0
+    with zipfile.ZipFile(artifact) as z:
+        cache = json.loads(z.read("manifest.json"))["generation"]["cache"]
+    assert cache["dtype"] == "int8" and cache["row"] == 33  # head_dim 32 + the exponent
+    sess = inferx_compiler.load(str(artifact))
+    assert sess.cache().to_host().dtype == np.int8
+    source = open_source(str(folder))
+    model = LlamaDecoder.from_state(source.config, source.read_weights())
+    torch_cache = new_cache(source.config, cache["blocks"], cache["block_size"], torch.int8)
+    assert tuple(torch_cache.shape) == sess.cache_shape()
+    prompts = _prompts()
+    follow = [list(np.random.default_rng(9 + b).integers(3, VOCAB, 3)) for b in range(BATCH)]
+    ours = _logits_run(sess, prompts, follow)
+    lens = np.array([len(p) for p in prompts])
+    table = torch.from_numpy(sess.block_table([[1 + b + BATCH * j for j in range(sess.table_width)]
+                                               for b in range(BATCH)], BATCH))
+    tokens = torch.zeros(BATCH, CHUNK, dtype=torch.int64)
+    for b, p in enumerate(prompts):
+        tokens[b, :len(p)] = torch.tensor(p)
+    start, lens_t = torch.zeros(BATCH, dtype=torch.int64), torch.from_numpy(lens)
+    theirs = [model.step(tokens, start, lens_t, table, torch_cache).numpy()]
+    for step in range(3):
+        step_tokens = torch.tensor([[f[step]] for f in follow])
+        theirs.append(model.step(step_tokens, lens_t + step, torch.ones(BATCH, dtype=torch.int64), table,
+                                 torch_cache).numpy())
+    exact = _reference_run(transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval(),
+                           prompts, follow)
+    for i in range(4):
+        for b in range(BATCH):
+            assert rel_l2(ours[i][b], theirs[i][b]) < 1e-4, (i, b)
+            if i > 0:  # decode steps read the int8 cache (a prefill chunk attends to its own rows)
+                assert 1e-4 < rel_l2(ours[i][b], exact[i][b]) < 3e-2, (i, b)
+
+
+def test_an_fp8_or_mismatched_cache_dtype_is_refused(tmp_path, folder):
+    for kv, precision, message in (("fp8", "fp32", "does not lower float8"),
+                                   ("fp16", "fp32", "the cache is in the model's dtype")):
+        proc = subprocess.run(python_entry("inferx_compiler.cli.compile") + [
+            str(folder), "--target", "cpu", "--precision", precision, "--kv-cache-dtype", kv, "-o",
+            str(tmp_path / "m.ixa")], capture_output=True, text=True)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "m.ixa").exists()

@@ -18,6 +18,14 @@ idle rows of a batch (a table row of zeros) write there, so they never clobber a
 Each step reads the cache for the old positions through the table, attends to its own new
 keys/values directly, and writes all layers' new k/v with a single `index_copy_` at the end.
 
+An int8 cache (`--kv-cache-dtype int8`, the cache tensor's dtype decides at export) holds each
+row of head_dim values as int8 with one power-of-two scale per (position, head), whose exponent
+is the row's extra last byte (`cache[..., head_dim + 1]`): the shared-exponent scheme of the OCP
+microscaling formats, at a block of one row. `quantize_rows` writes it (the exponent is
+ceil(log2(max|x| / 127)), so every value fits in -127..127), `dequantize_rows` reads it back in
+the model's dtype before the attention products. Half the bytes of an fp16 cache (a quarter of
+f32), one tensor still, so every signature and the runtime's cache handling stay as they are.
+
 Entry points (separate modules, static shapes, suitable for torch.export):
   * `Prefill(model)(tokens[B,T], start[B], lens[B], table, cache, temperature, top_k, top_p, seed)`
     -> the next token id of each sequence, sampled on the device (`sample_tokens`). Token t of
@@ -54,19 +62,40 @@ class CacheGeometry:
     blocks: int
     block_size: int
     table_width: int
+    int8: bool = False  # an int8 cache (rows of head_dim + 1: the values and their scale's exponent)
 
     @property
     def positions(self) -> int:
         return self.table_width * self.block_size
 
 
-def cache_shape(cfg: DecoderConfig, blocks: int, block_size: int) -> tuple[int, ...]:
-    """Shape of the KV cache tensor: `blocks` blocks (block 0 the scratch block) of `block_size` rows."""
-    return (cfg.layers, 2, blocks, cfg.kv_heads, block_size, cfg.head_dim)
+def cache_shape(cfg: DecoderConfig, blocks: int, block_size: int, int8: bool = False) -> tuple[int, ...]:
+    """Shape of the KV cache tensor: `blocks` blocks (block 0 the scratch block) of `block_size`
+    rows; an int8 cache's rows carry their scale's exponent as one more element."""
+    return (cfg.layers, 2, blocks, cfg.kv_heads, block_size, cfg.head_dim + (1 if int8 else 0))
 
 
 def new_cache(cfg: DecoderConfig, blocks: int, block_size: int, dtype=torch.float32) -> torch.Tensor:
-    return torch.zeros(cache_shape(cfg, blocks, block_size), dtype=dtype)
+    return torch.zeros(cache_shape(cfg, blocks, block_size, dtype == torch.int8), dtype=dtype)
+
+
+INT8_LEVEL = 127.0
+MIN_EXPONENT, MAX_EXPONENT = -127, 127
+
+
+def quantize_rows(x: torch.Tensor) -> torch.Tensor:
+    """[..., D] float -> [..., D + 1] int8: round(x / 2^e) and e, with e = ceil(log2(max|x| / 127))
+    per row (clamped to an int8 exponent; an all-zero row stores zeros)."""
+    x = x.float()
+    amax = x.abs().amax(-1, keepdim=True)
+    e = torch.ceil(torch.log2(torch.clamp(amax, min=1e-38) / INT8_LEVEL)).clamp(MIN_EXPONENT, MAX_EXPONENT)
+    q = torch.round(x * torch.exp2(-e)).clamp(-INT8_LEVEL, INT8_LEVEL)
+    return torch.cat([q, e], dim=-1).to(torch.int8)
+
+
+def dequantize_rows(q: torch.Tensor, dtype) -> torch.Tensor:
+    """[..., D + 1] int8 rows of `quantize_rows` -> [..., D] in `dtype`."""
+    return (q[..., :-1].float() * torch.exp2(q[..., -1:].float())).to(dtype)
 
 
 def read_blocks(cache_kv: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
@@ -256,12 +285,16 @@ class LlamaDecoder(nn.Module):
 
         x = self.embed(tokens)
         new_k, new_v = [], []
+        int8 = cache.dtype == torch.int8
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = read_blocks(cache[i, 0], table), read_blocks(cache[i, 1], table)
+            if int8:
+                k_cache, v_cache = dequantize_rows(k_cache, self.dtype), dequantize_rows(v_cache, self.dtype)
             x, k, v = layer(x, cos, sin, k_cache, v_cache, cache_mask, self_mask)
             new_k.append(k)
             new_v.append(v)
-        write_cache(cache, torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1), pos, lens, table)
+        kv = torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1)
+        write_cache(cache, quantize_rows(kv) if int8 else kv, pos, lens, table)
         if all_logits:
             return self.logits(x)
         last = (lens - 1).clamp(min=0)

@@ -75,7 +75,8 @@ def user_inputs(cfg: DecoderConfig, spec: EntrySpec, geometry: CacheGeometry, dt
     B, T = spec.batch, spec.length
     i64 = dict(dtype=torch.int64)
     # never read (export traces with fake tensors): empty, so a server-sized cache costs no memory
-    cache = torch.empty(cache_shape(cfg, geometry.blocks, geometry.block_size), dtype=dtype)
+    cache = torch.empty(cache_shape(cfg, geometry.blocks, geometry.block_size, geometry.int8),
+                        dtype=torch.int8 if geometry.int8 else dtype)
     table = torch.zeros(B, geometry.table_width, **i64)
     if spec.kind == "decode":
         user = (torch.zeros(B, 1, **i64), torch.zeros(B, **i64), table, cache)

@@ -42,6 +42,7 @@ class GenerationShapes:
     kv_block_size: int = 16
     kv_blocks: Optional[int] = None
     prefill_batch_sizes: Optional[tuple[int, ...]] = None  # default: batch_sizes
+    kv_int8: bool = False  # the KV cache in int8 with a power-of-two scale a row (decoder.quantize_rows)
 
     @property
     def prefill_batches(self) -> tuple[int, ...]:
@@ -62,7 +63,7 @@ class GenerationShapes:
     def cache(self) -> CacheGeometry:
         width = -(-self.max_seq // self.kv_block_size)
         blocks = self.kv_blocks if self.kv_blocks is not None else 1 + max(self.batch_sizes) * width
-        return CacheGeometry(blocks=blocks, block_size=self.kv_block_size, table_width=width)
+        return CacheGeometry(blocks=blocks, block_size=self.kv_block_size, table_width=width, int8=self.kv_int8)
 
     def entries(self) -> list[EntrySpec]:
         out = []
@@ -145,8 +146,11 @@ class LlmFrontend:
         generation = {"format": GENERATION_FORMAT, "config": cfg.to_dict(), "max_seq": self.shapes.max_seq,
                       "dtype": self.dtype, "entries": [e.to_json() for e in entries], "cache": {
                           "layout": ["layers", "kv", "blocks", "kv_heads", "block_size", "head_dim"],
-                          "dtype": self.dtype, "blocks": geometry.blocks, "block_size": geometry.block_size,
-                          "table_width": geometry.table_width, "scratch_block": 0},
+                          "dtype": "int8" if geometry.int8 else self.dtype, "blocks": geometry.blocks,
+                          "block_size": geometry.block_size, "table_width": geometry.table_width,
+                          "scratch_block": 0, "row": cfg.head_dim + (1 if geometry.int8 else 0),
+                          **({"scale": "a power of two per (position, head): 2^e, e the row's last element"}
+                             if geometry.int8 else {})},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
                       "weights": record, "quantization": self.quantization, "notes": list(self.model.notes)}
         self._keys = keys
