@@ -62,6 +62,13 @@ Examples:
                    "or a Hugging Face folder or GGUF file (compiled first, for --target); repeatable")
 @click.option("--target", "generation_target", default="cpu", show_default=True, metavar="TARGET",
               help="--model folders and GGUF files are compiled for this target")
+@click.option("--precision", "generation_precision", default=None,
+              type=click.Choice(("fp32", "fp16", "bf16", "int8", "int4")),
+              help="--model folders and GGUF files are compiled at this precision (default: fp16 on GPU "
+                   "targets, fp32 on CPUs; int8/int4: weight-only)")
+@click.option("--kv-cache-dtype", "kv_cache_dtype", default="model", show_default=True, type=click.Choice(("model", "int8")),
+              help="--model folders and GGUF files: the KV cache's element type (int8: half an fp16 cache's "
+                   "bytes, twice the sequences in the same memory)")
 @click.option("--kv-blocks", "kv_blocks", type=click.IntRange(min=1), metavar="N",
               help="generation models: KV cache blocks the engine may use (default: all the artifact has)")
 @click.option("--no-prefix-caching", is_flag=True,
@@ -131,9 +138,9 @@ def _server(args, port: int, grpc_port, **shared):
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
     try:
-        artifacts = [p if p.endswith(".ixa") else compile_for_serving(p, args.generation_target,
-                                                                       args.max_batch_size or 8, None, sys.stderr)
-                     for p in args.generation_models]
+        artifacts = [p if p.endswith(".ixa") else compile_for_serving(
+            p, args.generation_target, args.max_batch_size or 8, None, sys.stderr,
+            precision=args.generation_precision, kv_cache_dtype=args.kv_cache_dtype) for p in args.generation_models]
         generation = GenerationModels.load(
             artifacts, names=[model_name(p) for p in args.generation_models], device=(args.device or (None,))[0],
             max_batch=args.max_batch_size, kv_blocks=args.kv_blocks,
@@ -281,9 +288,11 @@ def serving_batch_sizes(max_batch: int) -> tuple[int, ...]:
     return tuple(sizes + [max_batch])
 
 
-def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optional[str], progress=None) -> str:
+def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optional[str], progress=None,
+                        precision: Optional[str] = None, kv_cache_dtype: str = "model") -> str:
     """A Hugging Face folder or GGUF file -> a generation artifact for serving (prefill chunks of
-    32 and 256, decode batches up to max_batch); built once per build_dir."""
+    32 and 256, decode batches up to max_batch, at `precision`, the cache in the model's dtype or
+    int8); built once per build_dir and build settings."""
     from inferx_compiler.driver import compile_llm, write_result
     from inferx_compiler.runtime.llm_models import model_name
     from inferx_compiler.frontend.llm.frontend import GenerationShapes
@@ -292,14 +301,20 @@ def compile_for_serving(path: str, target: str, max_batch: int, build_dir: Optio
 
     out_dir = build_dir or os.path.join(os.path.dirname(os.path.abspath(path)) or ".", ".inferx-serve")
     os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, f"{model_name(path)}-{target}-b{max_batch}.ixa")
+    from inferx_compiler.targets import get_target
+
+    precision = precision or ("fp16" if get_target(target).backend == "cuda" else "fp32")
+    kv = "" if kv_cache_dtype == "model" else f"-kv{kv_cache_dtype}"
+    out = os.path.join(out_dir, f"{model_name(path)}-{target}-{precision}{kv}-b{max_batch}.ixa")
     if os.path.exists(out) and os.path.getmtime(out) >= _newest_mtime(path):
         return out
     log = BuildLog(quiet=progress is None, stream=progress)
     shapes = GenerationShapes(prefill_lengths=(32, 256), batch_sizes=serving_batch_sizes(max_batch), max_seq=2048,
-                              prefill_batch_sizes=tuple(sorted({1, min(4, max_batch)})))
-    result = compile_llm(path, CompileOptions(target=target), shapes, log)
-    write_result(result, out + ".part", CompileOptions(target=target), log)
+                              prefill_batch_sizes=tuple(sorted({1, min(4, max_batch)})),
+                              kv_int8=kv_cache_dtype == "int8")
+    options = CompileOptions(target=target, precision=precision)
+    result = compile_llm(path, options, shapes, log)
+    write_result(result, out + ".part", options, log)
     os.replace(out + ".part", out)
     return out
 
