@@ -28,6 +28,8 @@ class Build:
     data_tiling: Optional[bool] = None  # None: the target's default; else forced or measured
     matmul_tile_bytes: Optional[int] = None  # None: the target's budget; else forced or measured
     source: str = "onnx"  # the frontend the model came through (onnx, torch)
+    # a generation model's weight-only int8/int4 (no plan): (precision, elements) of each quantized weight
+    integer_weights: tuple = ()
     # fallbacks the driver takes when IREE fails (driver._compile_with_fallback)
     isolate_casts: bool = False  # inferx-isolate-casts joins the input pipeline
     transients: bool = True  # CPU: the output entry takes the call's transient storage

@@ -70,20 +70,20 @@ def iree_input_pipeline(build: Build) -> str:
 
 
 def integer_flags(build: Build) -> list[str]:
-    """IREE flags the integer layers need on CPU: the s8 mmt4d microkernel, and hoisting int4
-    weights' widening to i8 out of the call (IREE hoists a constant expression only while it
+    """IREE flags the integer layers (a plan's, or a generation model's quantized weights) need on
+    CPU: the s8 mmt4d microkernel, and hoisting int4 weights' widening to i8 out of the call (IREE hoists a constant expression only while it
     grows by at most 1 MiB by default; measured on this CPU, 4096x4096 int4 at batch 1:
     13.5 ms widened per call, 0.59 ms hoisted)."""
-    layers = build.integer_layers()
+    weights = [(l.precision, int(np.prod(l.shape))) for l in build.integer_layers()] or list(build.integer_weights)
     target = build.target
-    if not layers or target.backend != "llvm-cpu":
+    if not weights or target.backend != "llvm-cpu":
         return []
     # (a target that enables microkernels itself names mmt4d among them)
     ukernels = any(f.startswith("--iree-llvmcpu-enable-ukernels=") for f in target.iree_flags())
     flags = [] if ukernels else ["--iree-llvmcpu-enable-ukernels=mmt4d"]
-    int4 = [l for l in layers if l.precision == "int4"]
+    int4 = [elements for precision, elements in weights if precision == "int4"]
     if int4:
-        growth = 2 * max(int(np.prod(l.shape)) for l in int4)
+        growth = 2 * max(int4)
         flags.append(f"--iree-opt-const-expr-max-size-increase-threshold={max(growth, 1 << 20)}")
     return flags
 

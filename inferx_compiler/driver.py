@@ -133,8 +133,16 @@ def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weigh
         raise ModelLoadError(f"--weights {weights}: valid: {', '.join(WEIGHT_MODES)}")
     log.step(f"reading {path}")
     model = open_source(path)
-    quantization = ({"kind": options.precision, "group_size": options.group_size if options.precision == "int4" else 0}
-                    if options.precision in ("int8", "int4") else None)
+    quantization = None
+    if options.precision in ("int8", "int4"):
+        import numpy as np
+
+        from inferx_compiler.frontend.llm.weights import expected_shapes
+
+        quantization = {"kind": options.precision, "group_size": options.group_size if options.precision == "int4" else 0}
+        # every 2-D weight may be a projection (the embedding too, when the output head is tied to it)
+        build = build.with_(integer_weights=tuple((options.precision, int(np.prod(shape)))
+                                                  for shape in expected_shapes(model.config).values() if len(shape) == 2))
     return compile_model(LlmFrontend(model, shapes, dtype, weights, quantization=quantization), build, log)
 
 

@@ -47,7 +47,40 @@ def _tool(name: str) -> str:
     return cand if os.path.exists(cand) else (shutil.which(name) or name)
 
 
-def _write_inputs(manifest: dict, dims: dict, workdir: str) -> list[str]:
+def _generation_inputs(manifest: dict, function: str) -> list[np.ndarray]:
+    """Inputs of a generation entry point (frontend/llm/export.py's signatures): tokens, start
+    positions (past half the context, so attention reads a realistic cache span), lengths, a
+    block table of distinct blocks a row, the cache (zeros) and, for sampling entries, greedy
+    sampling parameters."""
+    record = manifest["generation"]
+    entry = next((e for e in record["entries"] if e["name"] == function), None)
+    if entry is None:
+        raise InferXError(f"no entry point {function}; the artifact has {', '.join(e['name'] for e in record['entries'])}")
+    config, cache = record["config"], record["cache"]
+    b, t, width = entry["batch"], entry["length"], int(cache["table_width"])
+    usable = int(cache["blocks"]) - 1
+    table = (np.arange(b * width).reshape(b, width) % usable + 1).astype(np.int64)
+    start = np.full(b, max(0, min(record["max_seq"] // 2, record["max_seq"] - t)), np.int64)
+    row = int(cache.get("row", config["head_dim"]))
+    dtype = {"bfloat16": np.uint16}.get(cache["dtype"], cache["dtype"])  # (bf16 zeros are zero bits)
+    cache_zeros = np.zeros((config["layers"], 2, int(cache["blocks"]), config["kv_heads"], int(cache["block_size"]), row),
+                           dtype)
+    tokens = np.full((b, t), 5, np.int64)
+    if entry["kind"] == "decode":
+        arrays = [tokens, start, table, cache_zeros]
+    else:
+        arrays = [tokens, start, np.full(b, t, np.int64), table, cache_zeros]
+    if entry["output"] == "sample":
+        arrays += [np.zeros(b, np.float32), np.zeros(b, np.int64), np.ones(b, np.float32), np.zeros(b, np.int64)]
+    return arrays
+
+
+def _write_inputs(manifest: dict, dims: dict, workdir: str, function: str = "") -> list[str]:
+    if manifest.get("generation"):
+        arrays = _generation_inputs(manifest, function)
+        for i, arr in enumerate(arrays):
+            np.save(os.path.join(workdir, f"in{i}.npy"), arr)
+        return [f"--input=@{os.path.join(workdir, f'in{i}.npy')}" for i in range(len(arrays))]
     rng = np.random.default_rng(0)
     flags = []
     for i, spec in enumerate(manifest["inputs"]):
@@ -81,7 +114,7 @@ def _benchmark_command(artifact: str, function: str, dims: dict, threads: int, m
             manifest = json.load(f)
         cmd = [_tool("iree-benchmark-module"), f"--module={os.path.join(workdir, 'module.vmfb')}",
                f"--function={function}", "--device=local-task", f"--task_topology_max_group_count={threads}",
-               f"--benchmark_min_time={min_time}s", *_write_inputs(manifest, dims, workdir)]
+               f"--benchmark_min_time={min_time}s", *_write_inputs(manifest, dims, workdir, function)]
         if manifest.get("weights"):
             cmd.append(f"--parameters={manifest['weights']['scope']}="
                        f"{os.path.join(workdir, manifest['weights']['member'])}")
