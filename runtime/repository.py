@@ -103,7 +103,12 @@ def length_rule(inputs, batchable: bool) -> tuple:
 
 
 class ModelRepository:
+    """The KServe models by name and version. A --model-repository's generation artifacts (LLMs)
+    are not KServe models: `generation_entries` lists them, (name, version, path) of each name's
+    highest version, for the server's generation engines (runtime/llm_models.py)."""
+
     def __init__(self, models: Sequence[ModelVersion]):
+        self.generation_entries: list[tuple[str, str, str]] = []
         self._models: dict[str, dict[str, ModelVersion]] = {}
         for m in models:
             if m.version in self._models.setdefault(m.name, {}):
@@ -121,12 +126,14 @@ class ModelRepository:
         entries = [(name or os.path.splitext(os.path.basename(a))[0], "1", a) for a in artifacts]
         if name and len(artifacts) > 1:
             raise InferXError("--name applies to one artifact; give several models in a --model-repository")
+        generation: list[tuple[str, str, str]] = []
         if directory is not None:
             found = scan_directory(directory)
             if not found:
                 raise InferXError(f"{directory}: no models in it (expected NAME/VERSION/{MODEL_FILE}, VERSION a "
                                   f"positive integer)")
-            entries += found
+            generation = [e for e in found if is_generation_artifact(e[2])]  # served by their engines
+            entries += [e for e in found if e not in generation]
         seen = set()
         for n, v, path in entries:
             if (n, v) in seen:
@@ -140,7 +147,9 @@ class ModelRepository:
             for m in loaded:
                 m.service.close()
             raise
-        return cls(loaded)
+        repository = cls(loaded)
+        repository.generation_entries = latest_versions(generation)
+        return repository
 
     @classmethod
     def single(cls, service, name: str, version: str = "1") -> "ModelRepository":
@@ -183,6 +192,27 @@ class ModelRepository:
         """Stop every model's batchers; queued requests still run."""
         for m in self.all():
             m.service.close()
+
+
+def is_generation_artifact(path: str) -> bool:
+    """Whether the artifact at `path` is a generation model (its manifest has a generation record)."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return bool(json.loads(z.read("manifest.json")).get("generation"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return False  # not ours to judge here: loading it as a KServe model says what is wrong
+
+
+def latest_versions(entries: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The highest version of each name."""
+    best: dict[str, tuple[str, str, str]] = {}
+    for name, version, path in entries:
+        if name not in best or int(version) > int(best[name][1]):
+            best[name] = (name, version, path)
+    return [best[n] for n in sorted(best)]
 
 
 def scan_directory(directory: str) -> list[tuple[str, str, str]]:

@@ -133,18 +133,21 @@ def _server(args, port: int, grpc_port, **shared):
 
     from inferx_compiler.runtime.llm_models import GenerationModels, log_requests_to, model_name
 
-    if args.generation_models:
-        log_requests_to(sys.stderr)  # one JSON line a generation request
     repository = ModelRepository.load(list(args.artifact), name=args.name, directory=args.model_repository,
                                       options=service_options(args))
     try:
         artifacts = [p if p.endswith(".ixa") else compile_for_serving(
             p, args.generation_target, args.max_batch_size or 8, None, sys.stderr,
             precision=args.generation_precision, kv_cache_dtype=args.kv_cache_dtype) for p in args.generation_models]
+        names = [model_name(p) for p in args.generation_models]
+        for name, _, path in repository.generation_entries:  # a repository's LLMs, by their folder's name
+            artifacts.append(path)
+            names.append(name)
         generation = GenerationModels.load(
-            artifacts, names=[model_name(p) for p in args.generation_models], device=(args.device or (None,))[0],
-            max_batch=args.max_batch_size, kv_blocks=args.kv_blocks,
-            prefix_caching=not args.no_prefix_caching) if args.generation_models else None
+            artifacts, names=names, device=(args.device or (None,))[0], max_batch=args.max_batch_size,
+            kv_blocks=args.kv_blocks, prefix_caching=not args.no_prefix_caching) if artifacts else None
+        if generation is not None:
+            log_requests_to(sys.stderr)  # one JSON line a generation request
     except BaseException:
         repository.close()
         raise

@@ -188,20 +188,31 @@ def test_kserve_generate_and_generate_stream(server, alone):
         assert c.post("/v2/models/nope/generate", json={"text_input": "Hey"}).status_code == 404
 
 
-@pytest.mark.parametrize("given", ["artifact", "folder"])
-def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, alone, given):
-    """An artifact, or the model folder itself (compiled by the command first, for the CPU)."""
+@pytest.mark.parametrize("given", ["artifact", "folder", "repository"])
+def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, alone, given, tmp_path):
+    """An artifact, the model folder itself (compiled by the command first, for the CPU), or a
+    --model-repository holding the artifact as NAME/VERSION/model.ixa (served by its engine
+    under NAME, the highest version, and not as a KServe model)."""
     import os
+    import shutil
     import signal
     import subprocess
 
     from inferx_compiler.cli.common import python_entry
 
-    model = artifact if given == "artifact" else os.path.dirname(artifact)
-    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + [
-        "--model", model, "--max-batch-size", "2", "--port", "0", "--no-grpc"],
+    if given == "repository":
+        for version in ("1", "3"):
+            os.makedirs(tmp_path / "repo" / "tinyllm" / version)
+            shutil.copy(artifact, tmp_path / "repo" / "tinyllm" / version / "model.ixa")
+        where = ["--model-repository", str(tmp_path / "repo")]
+        name = "tinyllm"
+    else:
+        model = artifact if given == "artifact" else os.path.dirname(artifact)
+        where = ["--model", model]
+        name = "tiny" if given == "artifact" else os.path.basename(model)
+    proc = subprocess.Popen(python_entry("inferx_compiler.cli.serve") + where + [
+        "--max-batch-size", "2", "--port", "0", "--no-grpc"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    name = "tiny" if given == "artifact" else os.path.basename(model)
     try:
         line = proc.stdout.readline().strip()
         match = re.match(rf"serving {name} on (http://127\.0\.0\.1:\d+)$", line)
@@ -209,6 +220,8 @@ def test_the_command_serves_a_generation_model_and_logs_each_request(artifact, a
         client = openai.OpenAI(base_url=match.group(1) + "/v1", api_key="unused", max_retries=0)
         out = client.completions.create(model=name, prompt="Hi", max_tokens=5, temperature=0)
         assert out.choices[0].text == alone("Hi", 5)
+        if given == "repository":  # not a KServe (tensor) model
+            assert httpx.get(match.group(1) + f"/v2/models/{name}").status_code == 404
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
