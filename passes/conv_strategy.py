@@ -25,6 +25,9 @@ kernel. Per convolution, the first of these that applies:
   winograd  3x3, stride 1, dilation 1, >= `winograd-min-channels` input and output channels, on
             targets whose record enables it: marked `__winograd_conv` for IREE's F(6,3) rewrite
             in preprocessing (bias detached first: `PREPROCESSING_PIPELINE`);
+  taps      a depthwise convolution (`linalg.depthwise_conv_2d_nchw_chw`), static, on CPU
+            targets: one elementwise generic summing filter[c, i, j] x the strided window of each
+            tap (`_depthwise_as_taps`), which IREE vectorizes along the output rows;
   im2col    any other static convolution: column copies and a `linalg.matmul`
             `w[f, K] x col[K, n*oh*ow]` (at batch > 1 the images side by side, the result
             transposed back to NCHW). On CPU one strided window copy per filter tap, K ordered
@@ -32,9 +35,9 @@ kernel. Per convolution, the first of these that applies:
             scalarizes one with windowed maps); on CUDA one im2col copy with affine maps (which
             IREE tiles, unlike upstream's semi-affine ones), set up by the CUDA window-copy rule.
 
-Declined, with a remark: dynamic dims (the artifact's static-shape functions are where the
-strategies apply), dilation other than 1 (outside `kernel`), grouped and depthwise
-convolutions, other layouts. On CUDA targets the rewrite puts f16/bf16 convolutions on IREE's
+Dilated filters take the CPU's tap copies (each tap's window starts at (i*dh, j*dw)) or the
+kernel. Declined, with a remark: dynamic dims (the artifact's static-shape functions are where
+the strategies apply), dilation on GPU targets, grouped convolutions, other layouts. On CUDA targets the rewrite puts f16/bf16 convolutions on IREE's
 tensor-core matmul path (IREE's own convolution code there was far slower, and wrong for some
 static shapes); f32 convolutions are declined there: IREE 3.13's CUDA code generator fails to
 bufferize the f32 matmul dispatches they become, so the driver keeps such models' convolutions
@@ -117,7 +120,9 @@ class Decision:
     reason: str
 
 
-ALGORITHMS = ("matmul", "kernel", "nchwc", "winograd", "im2col", "s2d")
+ALGORITHMS = ("matmul", "kernel", "nchwc", "winograd", "im2col", "s2d", "taps")
+DEPTHWISE = "linalg.depthwise_conv_2d_nchw_chw"
+DEPTHWISE_TAPS_MAX = 49  # up to 7x7 filters: one generic reads every tap's window
 KERNEL_STRATEGY = "kernel"  # our f32 convolution entry (inferx-f32-matmul carries it out)
 KERNEL_TAPS_MAX = 64  # f32_gemm.c's CONV_TAPS_MAX
 # Where IREE's NCHWc microkernel applies too, our kernel only for outputs of at most this many
@@ -153,8 +158,8 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
                               "dispatch there; left to IREE's convolution code")
     if not shape.static:
         return Decision(None, "dynamic channel or spatial dims: left to IREE's direct convolution")
-    if shape.dilations != (1, 1):
-        return Decision(None, f"dilation {shape.dilations}: left to IREE's direct convolution")
+    if shape.dilations != (1, 1) and target.backend != "llvm-cpu":
+        return Decision(None, f"dilation {shape.dilations} on a GPU target: left to IREE's convolution code")
     if shape.n < 0:
         return Decision(None, "dynamic batch: left to IREE's direct convolution (the artifact's "
                               "static-shape functions get a strategy)")
@@ -166,7 +171,7 @@ def decide(shape: ConvShape, target, winograd_min_channels: int,
     if nchwc_applies(shape, target, algorithms):
         return Decision("nchwc", f"{shape.kh}x{shape.kw} stride {shape.strides}, {shape.c}->{shape.f} "
                                  f"channels: IREE's NCHWc data tiling + conv microkernel")
-    if ((shape.kh, shape.kw) == (3, 3) and shape.strides == (1, 1) and winograd_ok
+    if ((shape.kh, shape.kw) == (3, 3) and shape.strides == (1, 1) and shape.dilations == (1, 1) and winograd_ok
             and min(shape.c, shape.f) >= winograd_min_channels):
         return Decision("winograd", f"3x3 stride 1, {shape.c}->{shape.f} channels: Winograd F(6,3)")
     if "im2col" in algorithms:
@@ -194,7 +199,7 @@ def nchwc_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool
     filter larger than 1x1, channel counts in its 16-channel blocks."""
     blocks = shape.c % NCHWC_BLOCK == 0 and shape.f % NCHWC_BLOCK == 0
     return ("nchwc" in algorithms and target.conv_microkernel and shape.element_type == "f32" and blocks
-            and (shape.kh, shape.kw) != (1, 1))
+            and (shape.kh, shape.kw) != (1, 1) and shape.dilations == (1, 1))
 
 
 def kernel_applies(shape: ConvShape, target, algorithms: tuple[str, ...]) -> bool:
@@ -264,9 +269,11 @@ class ConvStrategy(TargetedPass):
     def run(self, module) -> None:
         target = self.target_of(module)
         for op in collect(module, is_convolution_op):
+            if op.name == DEPTHWISE:
+                self._depthwise(op, target)
+                continue
             if op.name not in HANDLED:
-                remark(self.name, op, f"declined: {op.name} (grouped, depthwise or another "
-                                      f"layout) is left to IREE")
+                remark(self.name, op, f"declined: {op.name} (grouped or another layout) is left to IREE")
                 continue
             decision = decide(conv_shape(op), target, self.winograd_min_channels, self.allowed())
             if decision.strategy is None:
@@ -283,6 +290,83 @@ class ConvStrategy(TargetedPass):
                     continue
                 remark(self.name, op, f"{decision.strategy}: {decision.reason}")
             _apply(op, decision, target)  # may replace op
+
+
+    def _depthwise(self, op, target) -> None:
+        allowed = self.allowed() or ALGORITHMS
+        shape = depthwise_shape(op)
+        why = None
+        if "taps" not in allowed:
+            why = "taps not among the allowed algorithms"
+        elif target.backend != "llvm-cpu":
+            why = "a GPU target: left to IREE's convolution code"
+        elif not shape.static or shape.n < 0:
+            why = "dynamic dims: left to IREE's depthwise convolution (static-shape functions get the taps)"
+        elif shape.kh * shape.kw > DEPTHWISE_TAPS_MAX:
+            why = f"{shape.kh}x{shape.kw} filter: more than {DEPTHWISE_TAPS_MAX} taps"
+        if why:
+            remark(self.name, op, f"declined: depthwise {why}")
+            return
+        remark(self.name, op, f"taps: depthwise {shape.kh}x{shape.kw} stride {shape.strides} dilation "
+                              f"{shape.dilations} over {shape.c} channels: one elementwise sum of its "
+                              f"{shape.kh * shape.kw} strided windows")
+        with op.context, op.location:
+            _depthwise_as_taps(op, shape)
+
+
+def depthwise_shape(op) -> ConvShape:
+    """Shape, strides and dilations of a `linalg.depthwise_conv_2d_nchw_chw` (f = c)."""
+    from iree.compiler import ir
+
+    x, w, out = op.operands[0].type, op.operands[1].type, op.results[0].type
+    dyn = ir.ShapedType.get_dynamic_size()
+
+    def dim(t, i):
+        return -1 if t.shape[i] == dyn else t.shape[i]
+
+    def pair(name):
+        values = [int(v) for v in ir.DenseIntElementsAttr(op.attributes[name])]
+        return (values[0], values[1])
+
+    return ConvShape(dim(x, 0), dim(x, 1), dim(x, 2), dim(x, 3), dim(x, 1), dim(w, 1), dim(w, 2),
+                     dim(out, 2), dim(out, 3), pair("strides"), pair("dilations"), str(x.element_type))
+
+
+def _depthwise_as_taps(op, s: ConvShape) -> None:
+    """y[n, c, oh, ow] = init + sum_(i, j) w[c, i, j] * x[n, c, oh*sh + i*dh, ow*sw + j*dw] as one
+    elementwise linalg.generic over the output, reading each tap's strided window of the (padded)
+    input as an extract_slice and the filter at constant tap indices: IREE vectorizes it along
+    the output row, where its depthwise convolution code ran 4-5x below onnxruntime."""
+    from iree.compiler import ir
+    from iree.compiler.dialects import arith, tensor
+
+    x, w, init = op.operands[0], op.operands[1], op.operands[2]
+    et = x.type.element_type
+    window_t = ir.RankedTensorType.get([s.n, s.c, s.oh, s.ow], et)
+    d = [ir.AffineDimExpr.get(i) for i in range(4)]  # n, c, oh, ow
+    identity = ir.AffineMap.get_identity(4)
+    with ir.InsertionPoint(op), op.location:
+        windows, filters, maps = [], [], []
+        for i in range(s.kh):
+            for j in range(s.kw):
+                windows.append(tensor.ExtractSliceOp(
+                    window_t, x, [], [], [], [0, 0, i * s.dilations[0], j * s.dilations[1]],
+                    [s.n, s.c, s.oh, s.ow], [1, 1, *s.strides]).result)
+                maps.append(identity)
+        for i in range(s.kh):
+            for j in range(s.kw):
+                filters.append(ir.AffineMap.get(4, 0, [d[1], ir.AffineConstantExpr.get(i), ir.AffineConstantExpr.get(j)]))
+        taps = len(windows)
+
+        def body(b):
+            acc = b.arguments[2 * taps]
+            for t in range(taps):
+                acc = arith.addf(acc, arith.mulf(b.arguments[t], b.arguments[taps + t]))
+            return acc
+
+        out = generic(windows + [w] * taps, init, maps + filters + [identity], ["parallel"] * 4, body)
+    op.results[0].replace_all_uses_with(out)
+    op.erase()
 
 
 def _apply(op, decision: Decision, target) -> None:
@@ -474,12 +558,14 @@ def _tap_columns(xt, s: "ConvShape", pointwise: bool):
 
 
 def _window_map(s: "ConvShape", dims: list) -> "object":
-    """x[n, c, oh*sh + kh, ow*sw + kw] for loop dims given as (n, c, kh, kw, oh, ow)."""
+    """x[n, c, oh*sh + kh*dh, ow*sw + kw*dw] for loop dims given as (n, c, kh, kw, oh, ow)."""
     from iree.compiler import ir
 
     n, c, kh, kw, oh, ow = dims
-    row = ir.AffineExpr.get_add(ir.AffineExpr.get_mul(oh, ir.AffineConstantExpr.get(s.strides[0])), kh)
-    col = ir.AffineExpr.get_add(ir.AffineExpr.get_mul(ow, ir.AffineConstantExpr.get(s.strides[1])), kw)
+    row = ir.AffineExpr.get_add(ir.AffineExpr.get_mul(oh, ir.AffineConstantExpr.get(s.strides[0])),
+                                ir.AffineExpr.get_mul(kh, ir.AffineConstantExpr.get(s.dilations[0])))
+    col = ir.AffineExpr.get_add(ir.AffineExpr.get_mul(ow, ir.AffineConstantExpr.get(s.strides[1])),
+                                ir.AffineExpr.get_mul(kw, ir.AffineConstantExpr.get(s.dilations[1])))
     return ir.AffineMap.get(6, 0, [n, c, row, col])
 
 

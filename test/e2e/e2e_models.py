@@ -177,7 +177,8 @@ def conv_zoo(seed=4, size=20):
     """One convolution of every kind the conv strategy pass decides on, chained: a 7x7 stride-2
     stem on 3 channels, 3x3 stride 1 with 5 -> 7 channels (not a multiple of any vector width),
     3x3 stride 2, 1x1 stride 1, 1x1 stride 2, a 3x3 stride-1 64 -> 64 conv (Winograd-sized),
-    a dilated 3x3, a grouped 3x3, a depthwise 3x3, a residual add; bias on most, Relu between."""
+    a dilated 3x3, a grouped 3x3, a depthwise 3x3, a residual add, a strided depthwise 3x3;
+    bias on most, Relu between."""
     c = _ConvChain(seed)
     h = c.conv("stem7x7_s2", "x", 3, 5, 7, stride=2, pad=3)           # 20 -> 10
     h = c.conv("c3x3_s1_odd", h, 5, 7, 3, pad=1)
@@ -190,7 +191,8 @@ def conv_zoo(seed=4, size=20):
     h = c.conv("c3x3_grouped", h, 32, 32, 3, pad=1, group=4)
     h = c.conv("c3x3_depthwise", h, 32, 32, 3, pad=1, group=32)
     h = c.conv("c1x1_s2", h, 32, 24, 1, stride=2)                       # 5 -> 3
-    return c.model("conv_zoo", h, size, 24, 3)
+    h = c.conv("c3x3_dw_s2", h, 24, 24, 3, stride=2, pad=1, group=24)   # 3 -> 2, depthwise strided
+    return c.model("conv_zoo", h, size, 24, 2)
 
 
 def bottleneck_head(seed=8, channels=16, size=8):

@@ -337,8 +337,11 @@ def _dominant_dispatch(artifact: str, batch: int, threads: int) -> str:
     times = profile_dispatches(artifact, function, dims, threads, 0.5).us_per_call
     if not times:
         return "?"
+    from inferx_compiler.tuning.profiling import executable_of
+
     name, us = max(times.items(), key=lambda kv: kv[1])
-    info = next((d for d in report.get("dispatches", []) if d["dispatch"] == name), {})
+    by_name = {d["dispatch"]: d for d in report.get("dispatches", [])}
+    info = by_name.get(executable_of(name, list(by_name)), {})
     share = us / sum(times.values())
     what = f"{info['root']} {info.get('loops', '')}" if info else "made by IREE, e.g. a data-tiling relayout"
     return f"{name} {share:.0%} ({what})"

@@ -57,7 +57,7 @@ func.func @even_filter(%x: tensor<1x2x9x9xf32>, %w: tensor<16x2x4x4xf32>, %b: te
 // REMARK:      remark: inferx-conv-strategy: im2col: 3x3 stride (2, 2): im2col + matmul
 // REMARK:      remark: inferx-conv-strategy: im2col: 7x7 stride (1, 1): im2col + matmul
 // REMARK:      remark: inferx-conv-strategy: matmul: 1x1 filter, stride (2, 2): a matmul
-// REMARK:      remark: inferx-conv-strategy: declined: dilation (2, 2)
+// REMARK:      remark: inferx-conv-strategy: im2col: 3x3 stride (2, 2): im2col + matmul
 func.func @not_s2d(%x8: tensor<1x8x17x17xf32>, %w8: tensor<16x8x3x3xf32>, %b8: tensor<1x16x8x8xf32>,
                    %x3: tensor<1x3x16x16xf32>, %w3: tensor<16x3x7x7xf32>, %b3: tensor<1x16x10x10xf32>,
                    %w1: tensor<16x3x1x1xf32>, %b1: tensor<1x16x8x8xf32>,
