@@ -25,8 +25,8 @@ kernel. Per convolution, the first of these that applies:
   winograd  3x3, stride 1, dilation 1, >= `winograd-min-channels` input and output channels, on
             targets whose record enables it: marked `__winograd_conv` for IREE's F(6,3) rewrite
             in preprocessing (bias detached first: `PREPROCESSING_PIPELINE`);
-  taps      a depthwise convolution (`linalg.depthwise_conv_2d_nchw_chw`), static, on CPU
-            targets: one elementwise generic summing filter[c, i, j] x the strided window of each
+  taps      a depthwise convolution (`linalg.depthwise_conv_2d_nchw_chw`), static channels and
+            pixels (any batch: the dynamic function's too), on CPU targets: one elementwise generic summing filter[c, i, j] x the strided window of each
             tap (`_depthwise_as_taps`), which IREE vectorizes along the output rows;
   im2col    any other static convolution: column copies and a `linalg.matmul`
             `w[f, K] x col[K, n*oh*ow]` (at batch > 1 the images side by side, the result
@@ -300,7 +300,7 @@ class ConvStrategy(TargetedPass):
             why = "taps not among the allowed algorithms"
         elif target.backend != "llvm-cpu":
             why = "a GPU target: left to IREE's convolution code"
-        elif not shape.static or shape.n < 0:
+        elif not shape.static:
             why = "dynamic dims: left to IREE's depthwise convolution (static-shape functions get the taps)"
         elif shape.kh * shape.kw > DEPTHWISE_TAPS_MAX:
             why = f"{shape.kh}x{shape.kw} filter: more than {DEPTHWISE_TAPS_MAX} taps"
@@ -342,16 +342,19 @@ def _depthwise_as_taps(op, s: ConvShape) -> None:
 
     x, w, init = op.operands[0], op.operands[1], op.operands[2]
     et = x.type.element_type
-    window_t = ir.RankedTensorType.get([s.n, s.c, s.oh, s.ow], et)
+    dynamic = ir.ShapedType.get_dynamic_size()
+    window_t = ir.RankedTensorType.get([s.n if s.n > 0 else dynamic, s.c, s.oh, s.ow], et)
     d = [ir.AffineDimExpr.get(i) for i in range(4)]  # n, c, oh, ow
     identity = ir.AffineMap.get_identity(4)
     with ir.InsertionPoint(op), op.location:
+        # a dynamic batch (the artifact's dynamic function): the windows take the input's batch
+        batch = [] if s.n > 0 else [tensor.dim(x, arith.constant(ir.IndexType.get(), 0))]
         windows, filters, maps = [], [], []
         for i in range(s.kh):
             for j in range(s.kw):
                 windows.append(tensor.ExtractSliceOp(
-                    window_t, x, [], [], [], [0, 0, i * s.dilations[0], j * s.dilations[1]],
-                    [s.n, s.c, s.oh, s.ow], [1, 1, *s.strides]).result)
+                    window_t, x, [], batch, [], [0, 0, i * s.dilations[0], j * s.dilations[1]],
+                    [s.n if s.n > 0 else dynamic, s.c, s.oh, s.ow], [1, 1, *s.strides]).result)
                 maps.append(identity)
         for i in range(s.kh):
             for j in range(s.kw):

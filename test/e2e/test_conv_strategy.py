@@ -82,7 +82,7 @@ def test_decisions_per_convolution(zoo):
 def test_dynamic_function_loops_its_convolutions_over_the_images(zoo):
     """In the dynamic-batch function every NCHW convolution becomes a loop of static one-image
     convolutions (inferx-conv-image-loop), which the strategy then decides as in a static
-    function; the others (grouped, depthwise: not NCHW convolutions) stay as they are there."""
+    function; depthwise ones get their taps over the dynamic batch directly, grouped ones stay IREE's."""
     with zipfile.ZipFile(zoo["auto"][1]) as z:
         report = json.loads(z.read("report.json"))
     dynamic = [d for d in report["decisions"] if d["function"] == "main"]
@@ -92,6 +92,7 @@ def test_dynamic_function_loops_its_convolutions_over_the_images(zoo):
     chosen = [d for d in strategy if not d["decision"].startswith("declined")]
     assert len(chosen) >= len(looped)
     assert all("dynamic batch" not in d["decision"] for d in strategy)
+    assert sum(d["decision"].startswith("taps: depthwise") for d in strategy) == 2
 
 
 def test_conv_builds_keep_data_tiling(tmp_path, capfd):

@@ -49,3 +49,16 @@ func.func @dilated_conv(%x: tensor<1x8x12x12xf32>, %w: tensor<8x8x3x3xf32>, %b: 
   %r = linalg.conv_2d_nchw_fchw {dilations = dense<2> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x8x12x12xf32>, tensor<8x8x3x3xf32>) outs(%b : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
   return %r : tensor<1x8x8x8xf32>
 }
+
+// -----
+
+// A dynamic batch (the artifact's dynamic function): the windows take the input's batch size.
+// CHECK-LABEL: func.func @depthwise_dynamic_batch(
+// CHECK:         %[[N:.+]] = tensor.dim %{{.*}}, %c0
+// CHECK:         tensor.extract_slice %{{.*}}[0, 0, 1, 1] [%[[N]], 16, 8, 8] [1, 1, 1, 1] : tensor<?x16x10x10xf32> to tensor<?x16x8x8xf32>
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<?x16x8x8xf32>)
+func.func @depthwise_dynamic_batch(%x: tensor<?x16x10x10xf32>, %w: tensor<16x3x3xf32>, %b: tensor<?x16x8x8xf32>) -> tensor<?x16x8x8xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: taps: depthwise 3x3 stride (1, 1)}}
+  %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<?x16x10x10xf32>, tensor<16x3x3xf32>) outs(%b : tensor<?x16x8x8xf32>) -> tensor<?x16x8x8xf32>
+  return %r : tensor<?x16x8x8xf32>
+}
