@@ -353,7 +353,8 @@ def run_zoo(args) -> dict:
     import inferx_compiler
 
     rt.flags.parse_flags(f"--task_topology_max_group_count={args.threads}")
-    zoo = [m for m in zoo_models(args.seed) if m.family in args.families][:args.limit or None]
+    zoo = [m for m in zoo_models(args.seed) if m.family in args.families
+           and (not args.models or any(part in m.name for part in args.models))][:args.limit or None]
     work = tempfile.mkdtemp(prefix="inferx-zoo-")
     rows = []
     for i, model in enumerate(zoo, 1):
@@ -455,6 +456,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--families", default=",".join(FAMILIES))
     p.add_argument("--limit", type=int, help="only the first N models")
+    p.add_argument("--models", help="comma list: only the models whose name contains one of these")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5, help="blocks per engine")
     p.add_argument("--block-ms", type=float, default=150.0)
@@ -463,6 +465,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="write results.json and results.md here")
     args = p.parse_args(argv)
     args.families = tuple(f for f in args.families.split(",") if f)
+    args.models = tuple(m for m in (args.models or "").split(",") if m)
     unknown = set(args.families) - set(FAMILIES)
     if unknown:
         p.error(f"unknown families {sorted(unknown)}; valid: {', '.join(FAMILIES)}")
