@@ -7,14 +7,12 @@ from the folder's tensors (numpy, one thread a tensor), exactly as a copied buil
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
+from inferx_compiler.artifact import safetensors
 from inferx_compiler.errors import InputValidationError
-
-_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 def parameters_module(rt, instance, artifact, owner):
@@ -38,7 +36,7 @@ def referenced_parameters_module(rt, instance, artifact_path: str, record: dict,
     if not os.path.isdir(folder):
         raise InputValidationError(f"--weights {folder}: not a folder")
     files = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".safetensors"))
-    found = safetensors_tensors(files)
+    found = safetensors.tensors(files)
     for key, want in record["tensors"].items():
         got = found.get(key)
         if got is None or got != (want["dtype"], tuple(want["shape"])):
@@ -80,36 +78,8 @@ def derived_weights(keys: list, files: list) -> dict:
 
 def safetensors_arrays(files: list, names: set) -> dict:
     """{name: array} for `names`, mapped from the safetensors files (read only, no copy)."""
-    out = {}
-    for path in files:
-        with open(path, "rb") as f:
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
-        for name, entry in header.items():
-            if name in names:
-                begin, end = entry["data_offsets"]
-                out[name] = np.memmap(path, dtype=_numpy_dtype(entry["dtype"]), mode="r", offset=8 + size + begin,
-                                      shape=tuple(entry["shape"]))
+    out = safetensors.mapped(files, names)
     missing = sorted(names - set(out))
     if missing:
         raise InputValidationError(f"the model folder lacks tensors the integer weights derive from: {', '.join(missing[:4])}")
-    return out
-
-
-def _numpy_dtype(code: str):
-    if code == "BF16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return {"F32": np.float32, "F16": np.float16}[code]
-
-
-def safetensors_tensors(files: list) -> dict:
-    """{name: (dtype, shape)} from safetensors headers (no tensor data read)."""
-    out = {}
-    for path in files:
-        with open(path, "rb") as f:
-            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
-        out.update({name: (_SAFETENSORS_DTYPES.get(e["dtype"], e["dtype"]), tuple(e["shape"]))
-                    for name, e in header.items() if name != "__metadata__"})
     return out

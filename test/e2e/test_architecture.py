@@ -21,9 +21,10 @@ P = "inferx_compiler."
 GRAPH = import_graph()
 
 # what the runtime may import of the package besides itself: the artifact format and its errors
-# (precision.quantization: the stored integer weight formats, numpy only: a referenced int8/int4
-# generation model's weights are quantized at load)
-RUNTIME_MAY_IMPORT = ("runtime", "errors", "tensor_spec", "versions", "artifact.archive", "precision.quantization")
+# (file and weight formats, numpy only: artifact.safetensors, precision.quantization, with which
+# the runtime checks a referenced model folder and quantizes a referenced int8/int4 build at load)
+RUNTIME_MAY_IMPORT = ("runtime", "errors", "tensor_spec", "versions", "artifact.archive", "artifact.safetensors",
+                      "precision.quantization")
 # (layer, what it must never import)
 FORBIDDEN = [
     (("passes", "dialects"), ("driver", "build", "build_plan", "cli", "backend", "frontend", "runtime",

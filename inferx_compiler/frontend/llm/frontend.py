@@ -159,7 +159,7 @@ class LlmFrontend:
 
     def _referenced(self, names: list[str], log: BuildLog) -> dict:
         """The manifest's record of referenced weights; refuses files whose tensors do not match."""
-        from inferx_compiler.frontend.llm.source import safetensors_tensors
+        from inferx_compiler.artifact import safetensors
         from inferx_compiler.frontend.llm.weights import expected_shapes
 
         if self.model.kind != "huggingface":
@@ -167,7 +167,7 @@ class LlmFrontend:
                                  f"files (a GGUF file's quantized tensors are converted: --weights copy)")
         shapes = expected_shapes(self.model.config)
         tensors = {hf_name(n): {"shape": list(shapes[n]), "dtype": self.dtype} for n in names}
-        found = safetensors_tensors(self.model.files)
+        found = safetensors.tensors(self.model.files)
         if found:
             for key, want in tensors.items():
                 got = found.get(key)

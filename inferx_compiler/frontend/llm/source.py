@@ -116,22 +116,6 @@ def _gguf_tokenizer(path: str) -> str:
     return tokenizer.backend_tokenizer.to_str()
 
 
-SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-
-
-def safetensors_tensors(files: list[str]) -> dict[str, tuple[str, tuple[int, ...]]]:
-    """{tensor name: (dtype, shape)} from the files' headers (8-byte length, then JSON): no data read."""
-    out = {}
-    for path in files:
-        with open(path, "rb") as f:
-            size = int.from_bytes(f.read(8), "little")
-            header = json.loads(f.read(size))
-        for name, entry in header.items():
-            if name != "__metadata__":
-                out[name] = (SAFETENSORS_DTYPES.get(entry["dtype"], entry["dtype"]), tuple(entry["shape"]))
-    return out
-
-
 def weights_as(weights: dict, dtype) -> dict:
     """The weights in the precision the build stores them at (float32 or float16)."""
     return {k: np.ascontiguousarray(v, dtype=dtype) for k, v in weights.items()}
