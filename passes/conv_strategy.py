@@ -304,6 +304,8 @@ class ConvStrategy(TargetedPass):
             why = "dynamic dims: left to IREE's depthwise convolution (static-shape functions get the taps)"
         elif shape.kh * shape.kw > DEPTHWISE_TAPS_MAX:
             why = f"{shape.kh}x{shape.kw} filter: more than {DEPTHWISE_TAPS_MAX} taps"
+        elif not _float_operands(op):
+            why = "integer operands: left to IREE's depthwise convolution"
         if why:
             remark(self.name, op, f"declined: depthwise {why}")
             return
@@ -330,6 +332,12 @@ def depthwise_shape(op) -> ConvShape:
 
     return ConvShape(dim(x, 0), dim(x, 1), dim(x, 2), dim(x, 3), dim(x, 1), dim(w, 1), dim(w, 2),
                      dim(out, 2), dim(out, 3), pair("strides"), pair("dilations"), str(x.element_type))
+
+
+def _float_operands(op) -> bool:
+    from iree.compiler import ir
+
+    return all(isinstance(v.type.element_type, ir.FloatType) for v in op.operands)
 
 
 def _depthwise_as_taps(op, s: ConvShape) -> None:
@@ -361,10 +369,15 @@ def _depthwise_as_taps(op, s: ConvShape) -> None:
                 filters.append(ir.AffineMap.get(4, 0, [d[1], ir.AffineConstantExpr.get(i), ir.AffineConstantExpr.get(j)]))
         taps = len(windows)
 
+        acc_t = init.type.element_type
+
+        def widened(v):  # (f16 inputs into an f32 init: the products in the init's type)
+            return v if v.type == acc_t else arith.extf(acc_t, v)
+
         def body(b):
             acc = b.arguments[2 * taps]
             for t in range(taps):
-                acc = arith.addf(acc, arith.mulf(b.arguments[t], b.arguments[taps + t]))
+                acc = arith.addf(acc, arith.mulf(widened(b.arguments[t]), widened(b.arguments[taps + t])))
             return acc
 
         out = generic(windows + [w] * taps, init, maps + filters + [identity], ["parallel"] * 4, body)

@@ -59,7 +59,7 @@ def test_options_are_typed_and_round_trip():
     assert p.precision == "bf16" and p.min_flops == 1000
     assert format_pipeline(elements) == (
         "builtin.module(canonicalize,inferx-annotate-precision{precision=bf16 min-flops=1000 "
-        "convolutions=all from-plan=false others=f32},cse)")
+        "convolutions=all from-plan=false others=f32 stored-weights=false},cse)")
 
 
 @pytest.mark.parametrize("text,message", [

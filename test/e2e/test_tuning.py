@@ -111,7 +111,8 @@ def test_explain_prints_decisions_and_dispatches(tuned, capfd):
     stem = "kernel" if KERNEL_HERE else "im2col"
     assert "Pass decisions (per ONNX node):" in out and f"| main$b1 | stem7x7_s2 | inferx-conv-strategy | {stem}" in out
     assert "Dispatches (" in out and "| config from |" in out
-    assert ("dilation (2, 2), 16->16 channels" if KERNEL_HERE else "declined: dilation (2, 2)") in out
+    assert ("dilation (2, 2), 16->16 channels" if KERNEL_HERE
+            else "| main$b1 | c3x3_dilated | inferx-conv-strategy | im2col: 3x3 stride (1, 1)") in out
 
 
 def test_tune_needs_the_build_machine_target(tmp_path, capfd):

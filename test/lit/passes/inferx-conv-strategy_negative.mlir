@@ -65,3 +65,14 @@ func.func @maxpool(%x: tensor<1x8x10x10xf32>, %k: tensor<3x3xf32>, %b: tensor<1x
   %r = linalg.pooling_nchw_max {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %k : tensor<1x8x10x10xf32>, tensor<3x3xf32>) outs(%b : tensor<1x8x8x8xf32>) -> tensor<1x8x8x8xf32>
   return %r : tensor<1x8x8x8xf32>
 }
+
+// -----
+
+// An integer depthwise convolution (a quantized model's): left to IREE.
+// CHECK-LABEL: func.func @depthwise_i8(
+// CHECK:         linalg.depthwise_conv_2d_nchw_chw
+func.func @depthwise_i8(%x: tensor<1x4x6x6xi8>, %w: tensor<4x3x3xi8>, %b: tensor<1x4x4x4xi32>) -> tensor<1x4x4x4xi32> {
+  // expected-remark @+1 {{inferx-conv-strategy: declined: depthwise integer operands}}
+  %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x4x6x6xi8>, tensor<4x3x3xi8>) outs(%b : tensor<1x4x4x4xi32>) -> tensor<1x4x4x4xi32>
+  return %r : tensor<1x4x4x4xi32>
+}

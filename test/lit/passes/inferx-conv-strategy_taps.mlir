@@ -62,3 +62,17 @@ func.func @depthwise_dynamic_batch(%x: tensor<?x16x10x10xf32>, %w: tensor<16x3x3
   %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<?x16x10x10xf32>, tensor<16x3x3xf32>) outs(%b : tensor<?x16x8x8xf32>) -> tensor<?x16x8x8xf32>
   return %r : tensor<?x16x8x8xf32>
 }
+
+// -----
+
+// f16 inputs into an f32 init (the ONNX importer's f16 convolutions): the products widen to f32.
+// CHECK-LABEL: func.func @depthwise_f16_into_f32(
+// CHECK:         linalg.generic
+// CHECK:           arith.extf {{.*}} : f16 to f32
+// CHECK:           arith.mulf {{.*}} : f32
+// CHECK:           arith.addf {{.*}} : f32
+func.func @depthwise_f16_into_f32(%x: tensor<1x4x6x6xf16>, %w: tensor<4x3x3xf16>, %b: tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32> {
+  // expected-remark @+1 {{inferx-conv-strategy: taps: depthwise 3x3}}
+  %r = linalg.depthwise_conv_2d_nchw_chw {dilations = dense<1> : vector<2xi64>, strides = dense<1> : vector<2xi64>} ins(%x, %w : tensor<1x4x6x6xf16>, tensor<4x3x3xf16>) outs(%b : tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>
+  return %r : tensor<1x4x4x4xf32>
+}
