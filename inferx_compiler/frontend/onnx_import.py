@@ -24,6 +24,7 @@ from inferx_compiler.errors import ModelLoadError, UnsupportedOpsError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.frontend.onnx_functions import expand_function_ops
 from inferx_compiler.frontend.onnx_narrow_types import widen_narrow_types
+from inferx_compiler.frontend.onnx_shapes import refine_static_dims
 from inferx_compiler.frontend.onnx_rewrites import (decompose_contrib_ops, drop_zero_gemm_bias, expand_reflect_pads,
                             fold_shape_computations, inline_known_ifs, scale_biasless_gemms,
                             trim_unused_conv_padding)
@@ -459,10 +460,15 @@ def _upgrade_opset(model: onnx.ModelProto, opset: int, log: BuildLog) -> onnx.Mo
 
 
 def _infer_shapes(model: onnx.ModelProto, name: str) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as e:
-        raise ModelLoadError(f"model '{name}': ONNX shape inference failed: {e}") from None
+    """onnx's shape inference, then the static dims it loses put back (onnx_shapes)."""
+
+    def infer(m: onnx.ModelProto) -> onnx.ModelProto:
+        try:
+            return onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except Exception as e:
+            raise ModelLoadError(f"model '{name}': ONNX shape inference failed: {e}") from None
+
+    return refine_static_dims(infer(model), infer)[0]
 
 
 def _interface(model: onnx.ModelProto, weight_names: set[str], narrow_io: dict) -> tuple[list, list]:

@@ -153,3 +153,56 @@ def test_gemm_without_bias_keeps_its_alpha(tmp_path):
     del model.graph.initializer[1]
     feeds = {"x": np.random.default_rng(5).standard_normal((16, 64)).astype(np.float32)}
     _compile_and_compare(model, tmp_path, feeds, tol=1e-6)
+
+
+def _sliced_position_ids_model(axes_input: str = "axes"):
+    """What the TorchScript exporter writes for every Hugging Face encoder: a [1, 512] buffer
+    sliced to the sequence length with a computed end (onnx's inference then loses the 1),
+    expanded to the batch."""
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])
+    out = helper.make_tensor_value_info("y", TensorProto.INT64, ["batch", "seq"])
+    inits = [numpy_helper.from_array(np.arange(512, dtype=np.int64)[None], "buffer"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             numpy_helper.from_array(np.array([1], np.int64), "one")]
+    nodes = [helper.make_node("Shape", ["ids"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "one"], ["seq_len"], name="seq_len", axis=0),
+             helper.make_node("Slice", ["buffer", "zero", "seq_len", axes_input], ["positions"], name="positions"),
+             helper.make_node("Expand", ["positions", "shape"], ["expanded"], name="to_batch"),
+             helper.make_node("Add", ["expanded", "ids"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "positions", [ids], [out], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_slice_keeps_the_static_dims_of_axes_it_does_not_slice():
+    import onnx
+
+    from inferx_compiler.frontend.onnx_shapes import refine_static_dims
+
+    def infer(m):
+        return onnx.shape_inference.infer_shapes(m, data_prop=True)
+
+    def dims(m, name):
+        vi = next(v for v in m.graph.value_info if v.name == name)
+        return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+
+    model = infer(_sliced_position_ids_model())
+    assert dims(model, "positions") == [None, None]  # what onnx's inference alone knows
+    refined, count = refine_static_dims(model, infer)
+    assert count == 1
+    assert dims(refined, "positions") == [1, None]  # axis 1 sliced: stays dynamic
+    # axes computed at run time: which axis keeps its size is unknown, nothing is set
+    computed = _sliced_position_ids_model("seq_len")
+    assert refine_static_dims(infer(computed), infer)[1] == 0
+
+
+def test_expand_of_a_sliced_buffer_runs_at_any_batch(tmp_path):
+    """Before onnx_shapes, torch-mlir took the lost 1 for a batch dim and failed every call at
+    batch > 1 ('onnx.Expand input has a dim that is not statically 1')."""
+    model = _sliced_position_ids_model()
+    path = save(model, tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"))
+    session = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    for batch, seq in ((1, 5), (3, 7)):
+        feeds = {"ids": np.arange(batch * seq, dtype=np.int64).reshape(batch, seq)}
+        np.testing.assert_array_equal(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"])
