@@ -64,7 +64,8 @@ def derived_weights(keys: list, files: list) -> dict:
     bad = [k for k, p in parsed.items() if p is None]
     if bad:
         raise InputValidationError(f"the manifest lists derived weights of no known scheme: {', '.join(bad[:4])}")
-    sources = sorted({(p[0], p[1]) for p in parsed.values()})
+    # one source may be quantized in several schemes (schemes do not order: sort by key text)
+    sources = sorted({(p[0], p[1]) for p in parsed.values()}, key=lambda item: (item[0], repr(item[1])))
     tensors = safetensors_arrays(files, {source for source, _ in sources})
 
     def quantize(item):

@@ -174,6 +174,25 @@ def test_a_referenced_folder_is_quantized_at_load(folder):
         np.testing.assert_array_equal(x, y)
 
 
+def test_one_source_quantized_in_two_schemes_at_load(tmp_path):
+    """A CUDA build stores a projection twice: [K, N] groups for the prefill's matmul and [N, K]
+    ('n', reduction innermost) for the decode step's matrix-vector kernel. Loading derives both
+    from the one tensor of the folder (this failed on the H100: schemes were sorted as values)."""
+    from safetensors.numpy import save_file
+
+    from inferx_compiler.runtime.parameters import derived_weights
+
+    weight = np.random.default_rng(0).standard_normal((256, 64)).astype(np.float16)
+    save_file({"w": weight}, str(tmp_path / "model.safetensors"))
+    schemes = [WeightScheme("int4", 128, f16_scales=True), WeightScheme("int4", 128, f16_scales=True, k_inner=True)]
+    keys = [k for s in schemes for k in (s.weight_key("w"), s.scale_key("w"))]
+    derived = derived_weights(keys, [str(tmp_path / "model.safetensors")])
+    assert sorted(derived) == sorted(keys)
+    for s in schemes:
+        assert derived[s.weight_key("w")].dtype.itemsize == 1 and derived[s.scale_key("w")].dtype == np.float16
+    assert not np.array_equal(derived[schemes[0].weight_key("w")], derived[schemes[1].weight_key("w")])  # two layouts
+
+
 # ------------------------------------------------------------------------------ int8 KV cache
 @torch.no_grad()
 def test_an_int8_kv_cache_matches_its_torch_definition(folder):

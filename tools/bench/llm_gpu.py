@@ -121,6 +121,47 @@ def run_inferx(artifact: str, weights: str, context: int, steps: int, warmup: in
     return out
 
 
+def profile_inferx(artifact: str, weights: str, context: int, steps: int, top: int) -> dict:
+    """Kernels of `steps` decode steps at batch 1 and of one prefill chunk, recorded by CUPTI
+    through torch.profiler (it sees every kernel of the process, IREE's too). Run apart from
+    the timed runs: CUPTI slows launches."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import inferx_compiler
+    from inferx_compiler.runtime.generation import Sampling
+
+    sess = inferx_compiler.load(artifact, device=DEVICE, weights=weights)
+    greedy = [Sampling()]
+    chunk = _prompt(sess.config["vocab"], context)
+    blocks = sess.allocate_blocks([context + 2 * steps + 8])
+    table = sess.block_table(blocks[:1], 1)
+    nxt = sess.prefill_prompts([chunk], greedy, table)
+    for i in range(4):  # warm
+        nxt = sess.decode(nxt, np.full(1, context + i), table, greedy)
+    out = {}
+    for what in ("decode_b1", "prefill"):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            if what == "decode_b1":
+                for i in range(steps):
+                    nxt = sess.decode(nxt, np.full(1, context + 4 + i), table, greedy)
+            else:
+                sess.prefill_prompts([chunk[:max(sess.prefill_lengths(1))]], greedy, table)
+            torch.cuda.synchronize()
+        per = steps if what == "decode_b1" else 1
+        rows = [(e.key, e.count / per, e.device_time_total / per) for e in prof.key_averages()
+                if e.device_time_total > 0]
+        rows.sort(key=lambda r: -r[2])
+        total = sum(r[2] for r in rows)
+        out[what] = {"kernels_per_call": sum(r[1] for r in rows), "kernel_us_per_call": total,
+                     "top": [{"kernel": k[:160], "per_call": c, "us_per_call": us} for k, c, us in rows[:top]]}
+        print(f"{what}: {out[what]['kernels_per_call']:.0f} kernels, {total / 1e3:.2f} ms of kernels per call",
+              flush=True)
+        for k, c, us in rows[:top]:
+            print(f"  {us:9.1f} us  x{c:5.1f}  {k[:150]}", flush=True)
+    return out
+
+
 # -- transformers -----------------------------------------------------------------------------
 def _static_cache(model, batch: int, max_len: int):
     import inspect
@@ -160,6 +201,9 @@ def run_torch(weights: str, context: int, steps: int, warmup: int, rounds: int, 
 
     @torch.no_grad()
     def prefill(cache, ids):
+        # a prefill starts the sequence over: transformers 5.17's StaticCache writes at its own
+        # counter, not at cache_position, so a second prefill into a used cache runs past its end
+        cache.reset()
         n = ids.shape[1]
         logits = eager(input_ids=ids, cache_position=torch.arange(n, device=DEVICE), past_key_values=cache,
                        use_cache=True).logits
@@ -248,6 +292,13 @@ def main(argv=None) -> int:
             p.add_argument("--artifact", required=True)
         else:
             p.add_argument("--max-len", type=int, default=2560)
+    pr = sub.add_parser("profile")
+    pr.add_argument("--artifact", required=True)
+    pr.add_argument("--weights", required=True)
+    pr.add_argument("--json", required=True)
+    pr.add_argument("--context", type=int, default=2048)
+    pr.add_argument("--steps", type=int, default=8)
+    pr.add_argument("--top", type=int, default=25)
     r = sub.add_parser("report")
     r.add_argument("ours")
     r.add_argument("theirs")
@@ -259,7 +310,9 @@ def main(argv=None) -> int:
         with open(a.ours) as f, open(a.theirs) as g:
             print(report(json.load(f), json.load(g)))
         return 0
-    if a.cmd == "inferx":
+    if a.cmd == "profile":
+        result = profile_inferx(a.artifact, a.weights, a.context, a.steps, a.top)
+    elif a.cmd == "inferx":
         result = run_inferx(a.artifact, a.weights, a.context, a.steps, a.warmup, a.rounds)
     else:
         result = run_torch(a.weights, a.context, a.steps, a.warmup, a.rounds, a.max_len)
