@@ -45,13 +45,21 @@ def fold_shape_computations(model: onnx.ModelProto) -> list[str]:
     nodes, so that lowerings see constant operands instead of computations over dynamic
     values (torch-mlir and IREE mis-size some Pads and Reshapes fed by them). Returns the names
     of the nodes folded. Float computations are left alone."""
-    shapes = _static_shapes(model)
+    inferred = _inferred_shapes(model)
+    shapes = {name: dims for name, dims in inferred.items() if None not in dims}
     opset = _default_opset(model)
     graph = model.graph
     known = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    shape_values: dict[str, tuple] = {}  # Shape outputs of partly dynamic shapes: None where dynamic
     folded, out = [], []
     for node in graph.node:
         value = _constant_value(node, known, shapes, opset) if node.op_type != "Constant" else None
+        if value is None:
+            value = _static_dims_gathered(node, known, shape_values)
+            if value is not None:
+                known[node.output[0]] = value[0]
+        if node.op_type == "Shape" and node.input[0] in inferred:
+            shape_values[node.output[0]] = _shape_slice(node, inferred[node.input[0]])
         if value is not None and _shape_like(value) and len(value) == len(node.output):
             out += [onnx.helper.make_node("Constant", [], [name], name=f"{node.name}/folded{k}" if k else node.name,
                                           value=numpy_helper.from_array(np.asarray(v), name))
@@ -352,6 +360,27 @@ def _branch_nodes(branch: onnx.GraphProto, node: onnx.NodeProto, parent: onnx.Gr
         if dst:
             copies.append(onnx.helper.make_node("Identity", [src.name], [dst], name=f"{node.name}/out{k}"))
     return copies
+
+
+def _shape_slice(node: onnx.NodeProto, dims: tuple) -> tuple:
+    attrs = {a.name: a.i for a in node.attribute}
+    return tuple(dims[attrs.get("start", 0):attrs.get("end", len(dims))])
+
+
+def _static_dims_gathered(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
+    """Gather(Shape(x), indices) where the dims picked are static though others of x are not
+    (Swin's window partition reads H and W of a [batch, H, W, C] tensor whose batch is dynamic)."""
+    if node.op_type != "Gather" or node.input[0] not in shape_values or node.input[1] not in known:
+        return None
+    if any(a.name == "axis" and a.i != 0 for a in node.attribute):
+        return None
+    dims, indices = shape_values[node.input[0]], np.asarray(known[node.input[1]])
+    if not np.issubdtype(indices.dtype, np.integer) or indices.size > len(dims):
+        return None
+    picked = [dims[int(i)] if -len(dims) <= int(i) < len(dims) else None for i in indices.reshape(-1)]
+    if None in picked:
+        return None
+    return [np.array(picked, np.int64).reshape(indices.shape)]
 
 
 def _fold(node: onnx.NodeProto, known: dict, shapes: dict, opset: int) -> None:

@@ -206,3 +206,48 @@ def test_expand_of_a_sliced_buffer_runs_at_any_batch(tmp_path):
     for batch, seq in ((1, 5), (3, 7)):
         feeds = {"ids": np.arange(batch * seq, dtype=np.int64).reshape(batch, seq)}
         np.testing.assert_array_equal(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"])
+
+
+def _window_partition_model():
+    """Swin's window partition as the TorchScript exporter writes it: the window counts are
+    read from the shape of a [batch, H, W, C] tensor whose batch is dynamic, the batch is -1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             {"i1": 1, "i2": 2, "two": 2, "axes0": [0], "minus1": [-1], "w": [2], "c": [8], "tail": [4, 8]}.items()]
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "i1"], ["h"], name="h", axis=0),
+             helper.make_node("Gather", ["s", "i2"], ["wd"], name="wd", axis=0),
+             helper.make_node("Div", ["h", "two"], ["nh"], name="nh"),
+             helper.make_node("Div", ["wd", "two"], ["nw"], name="nw"),
+             helper.make_node("Unsqueeze", ["nh", "axes0"], ["nh1"], name="nh1"),
+             helper.make_node("Unsqueeze", ["nw", "axes0"], ["nw1"], name="nw1"),
+             helper.make_node("Concat", ["minus1", "nh1", "w", "nw1", "w", "c"], ["shape6"], name="shape6", axis=0),
+             helper.make_node("Reshape", ["x", "shape6"], ["r"], name="split"),
+             helper.make_node("Transpose", ["r"], ["t"], name="windows", perm=[0, 1, 3, 2, 4, 5]),
+             helper.make_node("Concat", ["minus1", "tail"], ["shape3"], name="shape3", axis=0),
+             helper.make_node("Reshape", ["t", "shape3"], ["y"], name="flatten")]
+    graph = helper.make_graph(nodes, "windows", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_static_dims_of_a_partly_dynamic_shape_fold():
+    from inferx_compiler.frontend.onnx_rewrites import fold_shape_computations
+
+    model = _window_partition_model()
+    folded = fold_shape_computations(model)
+    assert {"h", "wd", "nh", "nw", "shape6"} <= set(folded)
+    assert "shape" not in folded  # the batch is dynamic: Shape itself stays
+
+
+def test_window_partition_runs_at_any_batch(tmp_path):
+    """The folded window counts give onnxruntime's values at every batch (the real Swin, whose
+    build IREE rejected before the fold with 'invalid Read access range [0 to -16384]', is in
+    test_transformers_zoo's sample)."""
+    model = _window_partition_model()
+    path = save(model, tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"))
+    session = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    for batch in (1, 3):
+        feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 4, 6, 8)).astype(np.float32)}
+        np.testing.assert_array_equal(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"])
