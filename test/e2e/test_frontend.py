@@ -251,3 +251,51 @@ def test_window_partition_runs_at_any_batch(tmp_path):
     for batch in (1, 3):
         feeds = {"x": np.random.default_rng(batch).standard_normal((batch, 4, 6, 8)).astype(np.float32)}
         np.testing.assert_array_equal(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"])
+
+
+def _expanded_mask_model():
+    """GPT-2's mask as the TorchScript exporter writes `mask.expand(batch, -1, q, k)`: the
+    target shape is Where(Equal(shape, -1), 1, shape), which onnx's inference cannot evaluate,
+    so the mask's head dim of 1 is unknown where it meets the [batch, heads, q, k] scores."""
+    s = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 4, "q", "q"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, "q", "q"])
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             {"i0": 0, "i2": 2, "axes0": [0], "minus1": [-1], "one4": [1, 1, 1, 1]}.items()]
+    inits.append(numpy_helper.from_array(np.full((1, 1, 1, 1), -10.0, np.float32), "bias"))
+    nodes = [helper.make_node("Shape", ["scores"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "i0"], ["b"], name="b", axis=0),
+             helper.make_node("Gather", ["shape", "i2"], ["q"], name="q", axis=0),
+             helper.make_node("Unsqueeze", ["b", "axes0"], ["b1"], name="b1"),
+             helper.make_node("Unsqueeze", ["q", "axes0"], ["q1"], name="q1"),
+             helper.make_node("Concat", ["b1", "minus1", "q1", "q1"], ["wanted"], name="wanted", axis=0),
+             helper.make_node("Equal", ["wanted", "minus1"], ["keep"], name="keep"),
+             helper.make_node("Where", ["keep", "one4", "wanted"], ["target"], name="target"),
+             helper.make_node("Expand", ["bias", "target"], ["mask"], name="mask"),
+             helper.make_node("Add", ["scores", "mask"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "mask", [s], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_expand_to_a_computed_shape_keeps_its_unit_dims():
+    import onnx
+
+    from inferx_compiler.frontend.onnx_shapes import refine_static_dims
+
+    def infer(m):
+        return onnx.shape_inference.infer_shapes(m, data_prop=True)
+
+    refined, count = refine_static_dims(infer(_expanded_mask_model()), infer)
+    vi = next(v for v in refined.graph.value_info if v.name == "mask")
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+    assert dims == [None, 1, None, None] and count == 1
+
+
+def test_expanded_mask_broadcasts_over_the_heads(tmp_path):
+    """Before the Expand refinement torch-mlir took the mask's head dim for the heads' (4) and
+    every call failed ('mismatched size for broadcast')."""
+    path = save(_expanded_mask_model(), tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"))
+    session = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    for batch, q in ((1, 3), (2, 5)):
+        feeds = {"scores": np.random.default_rng(q).standard_normal((batch, 4, q, q)).astype(np.float32)}
+        np.testing.assert_allclose(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"], rtol=1e-6)
