@@ -25,7 +25,7 @@ from inferx_compiler.log import BuildLog
 from inferx_compiler.frontend.onnx_functions import expand_function_ops
 from inferx_compiler.frontend.onnx_narrow_types import widen_narrow_types
 from inferx_compiler.frontend.onnx_shapes import refine_static_dims
-from inferx_compiler.frontend.onnx_rewrites import (decompose_contrib_ops, drop_zero_gemm_bias, expand_reflect_pads,
+from inferx_compiler.frontend.onnx_rewrites import (decompose_contrib_ops, flatten_dynamic_reshapes, drop_zero_gemm_bias, expand_reflect_pads,
                             fold_shape_computations, inline_known_ifs, scale_biasless_gemms,
                             trim_unused_conv_padding)
 from inferx_compiler.tensor_spec import TensorSpec
@@ -212,6 +212,9 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     expanded = expand_reflect_pads(model)
     if expanded:
         log.step(f"expanded {len(expanded)} reflect/edge Pad node(s) into gathers and a concat")
+    flattened = flatten_dynamic_reshapes(model)
+    if flattened:
+        log.step(f"wrote {len(flattened)} Reshape(s) to [-1, ...] of several dynamic dims as Flatten")
     trimmed = trim_unused_conv_padding(model)
     if trimmed:
         log.step(f"dropped padding no window reads from {len(trimmed)} strided convolution(s)")

@@ -167,6 +167,56 @@ def expand_reflect_pads(model: onnx.ModelProto) -> list[str]:
     return replace_nodes(graph, lambda node: _expand_pad(node, shapes, constants, graph))
 
 
+def flatten_dynamic_reshapes(model: onnx.ModelProto) -> list[str]:
+    """Reshape(x, [-1, t1..tk]) where x's trailing dims from some axis are static and hold
+    t1*..*tk elements and its leading dims two or more dynamic ones becomes Flatten(x, axis)
+    (then a Reshape of the 2-D result, which has one dynamic dim, where the trailing dims are
+    not t1..tk already). torch-mlir's lowering of such a view (the version in versions.py)
+    mis-sizes the -1: [?, ?, 64] -> [-1, 64] was cast to [?, 1, 64] (calls failed, 'mismatched
+    size for broadcast'), [?, ?, 4, 16] -> [-1, 64] gave [batch, 64] (silently wrong values).
+    GPT-2 writes both in every layer (Conv1D's `x.view(-1, x.size(-1))`, the heads merged).
+    Same values. Returns the Reshapes rewritten."""
+    shapes = _inferred_shapes(model)
+    graph = model.graph
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    constants.update({n.output[0]: numpy_helper.to_array(n.attribute[0].t) for n in graph.node
+                      if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"})
+    for i in graph.input:
+        constants.pop(i.name, None)
+    return replace_nodes(graph, lambda node: _flatten_reshape(node, shapes, constants))
+
+
+def _flatten_reshape(node: onnx.NodeProto, shapes: dict, constants: dict):
+    if node.op_type != "Reshape" or node.input[1] not in constants or node.input[0] not in shapes:
+        return None
+    target = [int(v) for v in np.asarray(constants[node.input[1]]).reshape(-1)]
+    dims = list(shapes[node.input[0]])
+    if len(target) < 2 or target[0] != -1 or any(t <= 0 for t in target[1:]):
+        return None
+    axis = _trailing_axis(dims, int(np.prod(target[1:])))
+    if axis is None or sum(d is None for d in dims[:axis]) < 2:
+        return None
+    if target[1:] == dims[axis:] and len(target) == 2:
+        return [onnx.helper.make_node("Flatten", [node.input[0]], list(node.output), name=node.name, axis=axis)]
+    flat = f"{node.output[0]}/flat"
+    return [onnx.helper.make_node("Flatten", [node.input[0]], [flat], name=f"{node.name}/flatten", axis=axis),
+            onnx.helper.make_node("Reshape", [flat, node.input[1]], list(node.output), name=node.name)]
+
+
+def _trailing_axis(dims: list, size: int):
+    """The axis from which x's trailing dims are static and hold `size` elements, if any."""
+    product = 1
+    for axis in range(len(dims) - 1, 0, -1):
+        if dims[axis] is None:
+            return None
+        product *= dims[axis]
+        if product == size:
+            return axis
+        if product > size:
+            return None
+    return None
+
+
 def replace_nodes(graph: onnx.GraphProto, rewrite) -> list[str]:
     """Replace, in order, each node for which `rewrite(node)` returns a node list (None: keep
     the node); returns the names of the nodes replaced."""
@@ -370,6 +420,8 @@ def _shape_slice(node: onnx.NodeProto, dims: tuple) -> tuple:
 def _static_dims_gathered(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
     """Gather(Shape(x), indices) where the dims picked are static though others of x are not
     (Swin's window partition reads H and W of a [batch, H, W, C] tensor whose batch is dynamic)."""
+    if node.op_type == "Slice":
+        return _static_dims_sliced(node, known, shape_values)
     if node.op_type != "Gather" or node.input[0] not in shape_values or node.input[1] not in known:
         return None
     if any(a.name == "axis" and a.i != 0 for a in node.attribute):
@@ -381,6 +433,22 @@ def _static_dims_gathered(node: onnx.NodeProto, known: dict, shape_values: dict)
     if None in picked:
         return None
     return [np.array(picked, np.int64).reshape(indices.shape)]
+
+
+def _static_dims_sliced(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
+    """Slice(Shape(x), starts, ends[, axes, steps]) with constant bounds whose dims are static
+    (GPT-2's Conv1D reads `x.size(-1)` as Shape -> Slice[-1:])."""
+    if node.input[0] not in shape_values or any(t and t not in known for t in node.input[1:]):
+        return None
+    bounds = [np.asarray(known[t]).reshape(-1).tolist() if t else None for t in list(node.input[1:]) + [None] * 4]
+    starts, ends, axes, steps = bounds[:4]
+    if len(starts) != 1 or (axes and axes != [0]):
+        return None
+    dims = list(shape_values[node.input[0]])
+    picked = dims[slice(starts[0], ends[0], steps[0] if steps else 1)]
+    if not picked or None in picked:
+        return None
+    return [np.array(picked, np.int64)]
 
 
 def _fold(node: onnx.NodeProto, known: dict, shapes: dict, opset: int) -> None:

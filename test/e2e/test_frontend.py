@@ -299,3 +299,42 @@ def test_expanded_mask_broadcasts_over_the_heads(tmp_path):
     for batch, q in ((1, 3), (2, 5)):
         feeds = {"scores": np.random.default_rng(q).standard_normal((batch, 4, q, q)).astype(np.float32)}
         np.testing.assert_allclose(session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"], rtol=1e-6)
+
+
+def _merged_heads_model(heads: int = 4, head_dim: int = 16, with_matmul: bool = True):
+    """GPT-2's merge of the heads then Conv1D: [batch, seq, heads, head_dim] viewed as
+    [-1, heads * head_dim] (a constant target), times a weight."""
+    width = heads * head_dim
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", heads, head_dim])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    inits = [numpy_helper.from_array(np.array([-1, width], np.int64), "target"),
+             numpy_helper.from_array(np.random.default_rng(0).standard_normal((width, 8)).astype(np.float32), "w")]
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["flat" if with_matmul else "y"], name="merge")]
+    if with_matmul:
+        nodes.append(helper.make_node("MatMul", ["flat", "w"], ["y"], name="proj"))
+    graph = helper.make_graph(nodes, "merge", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_reshape_of_two_dynamic_dims_becomes_flatten():
+    from inferx_compiler.frontend.onnx_rewrites import flatten_dynamic_reshapes
+
+    model = _merged_heads_model()
+    assert flatten_dynamic_reshapes(model) == ["merge"]
+    assert [(n.op_type, n.attribute[0].i) for n in model.graph.node if n.op_type == "Flatten"] == [("Flatten", 2)]
+    one_dynamic = _merged_heads_model()
+    one_dynamic.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 8  # seq static: torch-mlir sizes it
+    assert flatten_dynamic_reshapes(one_dynamic) == []
+
+
+def test_merged_heads_give_every_row_at_batch_above_one(tmp_path):
+    """Before the rewrite the -1 came out as the batch alone: [3, 64] for 15 rows, wrong values
+    and no error."""
+    path = save(_merged_heads_model(), tmp_path / "m.onnx")
+    inferx_compiler.compile_onnx(path, target="cpu", output=str(tmp_path / "m.ixa"))
+    session = inferx_compiler.load(str(tmp_path / "m.ixa"))
+    for batch, seq in ((1, 4), (3, 5)):
+        feeds = {"x": np.random.default_rng(seq).standard_normal((batch, seq, 4, 16)).astype(np.float32)}
+        got, want = session.run(feeds)["y"], onnxruntime_outputs(path, feeds)["y"]
+        assert got.shape == want.shape == (batch * seq, 8)
+        assert rel_l2(got, want) <= 1e-6
