@@ -39,7 +39,7 @@ class Stage:
 # and with which options (`for_build`), this list only says where.
 GRAPH_DECISION_PASSES = ("inferx-annotate-precision", "inferx-apply-precision")
 IREE_INPUT_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy",
-                     "inferx-fuse-attention", "inferx-quantize-contractions", "inferx-hopper-matmul",
+                     "inferx-fuse-attention", "inferx-quantize-contractions", "inferx-f16-matvec", "inferx-hopper-matmul",
                      "inferx-amx-matmul", "inferx-f32-matmul", "inferx-softmax-kernel", "inferx-pool-kernel",
                      "inferx-cpu-math", "inferx-split-reduction", "inferx-isolate-casts",
                      "inferx-narrow-parameters", "inferx-bind-parameters", "inferx-add-output-entry")

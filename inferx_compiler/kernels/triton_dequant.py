@@ -45,7 +45,7 @@ from typing import Optional
 
 from inferx_compiler.kernels.triton_matmul import TileGrid
 
-KINDS = ("int8", "int4")
+KINDS = ("int8", "int4", "f16")  # f16: the weight as stored, no scales (a float decode step)
 
 # Integers to f16 without the conversion unit (I2F runs at a quarter of the FP32 rate: at 8 us a
 # 4096x4096 int4 layer on an H200 it, not memory, was the limit): a value v placed in the low
@@ -122,7 +122,7 @@ INT4_WORDS_DOT = ("{\n.reg .b32 t, a, b, c, d, k, h, o, s;\n.reg .b16 s0, s1;\n.
                             + (_pair_sum_to_f32("g" if i == 1 else "f0") if i % 2 else "") for i in range(4))
                   + "add.f32 $0, g, f0;\nmov.b32 $1, 0;\nmov.b32 $2, 0;\nmov.b32 $3, 0;\n}")
 
-_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS",
+_CONSTANTS = ("M", "N", "K", "K_SLICE", "GROUP", "INT4", "FLOAT", "HAS_INIT", "BM", "BN", "BK", "FAST", "W_LEFT", "DOT", "PROGRAMS",
               "AHEAD", "WORDS", "WARP_ROWS")
 
 # Packed int4 bytes -> (elements 2j, elements 2j + 1) as f16, by INT4_TO_F16 or Triton's casts.
@@ -283,7 +283,9 @@ _BODY = '''\
             rk = k0 + tl.arange(0, BK)
             xv = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=row_ok[:, None], other=0.0)
             wv = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=col_ok[:, None], other=0)
-            if FAST:
+            if FLOAT:  # f16 as stored
+                pass
+            elif FAST:
                 wv = tl.inline_asm_elementwise(INT8_TO_F16, "=r,=r,r", [wv], dtype=tl.float16, is_pure=True,
                                                pack=4)
             else:
@@ -296,7 +298,7 @@ _BODY = '''\
         acc = tl.sum(sums, axis=1)[None, :]
     if W_LEFT:
         acc = tl.trans(acc)
-    if not INT4:
+    if not INT4 and not FLOAT:
         acc = acc * tl.load(s_ptr + rn, mask=col_ok, other=0.0).to(tl.float32)[None, :]
     inside = row_ok[:, None] & col_ok[None, :]
     if HAS_INIT:
@@ -375,7 +377,7 @@ class DequantSpec(TileGrid):
     m: int
     n: int
     k: int
-    kind: str  # "int8" or "int4"
+    kind: str  # "int8", "int4" or "f16" (a float weight as stored)
     group: int = 0  # int4: values per scale along K
     has_init: bool = False
     split: int = 1
@@ -448,11 +450,13 @@ class DequantSpec(TileGrid):
 
     @property
     def input_bindings(self) -> int:
-        return 3 + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
+        return (2 if self.kind == "f16" else 3) + self.has_init + (len(self.epilogue.inputs) if self.epilogue else 0)
 
     @property
     def weight_bytes(self) -> int:
         """The bytes of the packed weight and its scales, which the kernel reads once."""
+        if self.kind == "f16":
+            return 2 * self.n * self.k
         if self.kind == "int8":
             return self.n * self.k + 2 * self.n
         return self.n * self.k // 2 + 2 * self.n * (self.k // self.group)
@@ -467,7 +471,7 @@ class DequantSpec(TileGrid):
 
 def constants(spec: DequantSpec) -> dict:
     return dict(M=spec.m, N=spec.n, K=spec.k, K_SLICE=spec.k // spec.split, GROUP=spec.group or 1,
-                INT4=spec.kind == "int4", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
+                INT4=spec.kind == "int4", FLOAT=spec.kind == "f16", HAS_INIT=spec.has_init, BM=spec.block_m, BN=spec.block_n, BK=spec.step,
                 FAST=spec.fast, W_LEFT=spec.w_left, DOT=spec.dot, PROGRAMS=spec.programs, AHEAD=spec.ahead,
                 WORDS=spec.words, WARP_ROWS=spec.warp_rows)
 
@@ -502,13 +506,16 @@ def signature(spec: DequantSpec) -> tuple[dict, dict]:
 
     inputs = spec.epilogue.inputs if spec.epilogue else ()
     out = POINTER_TYPES[spec.epilogue.element_type] if spec.epilogue else "fp32"
-    types = ["*fp16", "*i8", "*fp16", "*fp32", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs), f"*{out}"]
+    types = ["*fp16", "*fp16" if spec.kind == "f16" else "*i8", "*fp16", "*fp32", *(f"*{POINTER_TYPES[x.element_type]}" for x in inputs), f"*{out}"]
     sig = dict(zip(pointers(spec), types))
     consts = constants(spec)
     sig.update({name: "constexpr" for name in consts})
     if not spec.has_init:
         sig["init_ptr"] = "constexpr"
         consts["init_ptr"] = None
+    if spec.kind == "f16":  # no scales
+        sig["s_ptr"] = "constexpr"
+        consts["s_ptr"] = None
     return sig, consts
 
 

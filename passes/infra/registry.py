@@ -33,6 +33,7 @@ _PASSES = {
     "inferx-pool-kernel": "pool_kernel:PoolKernel",
     "inferx-cpu-math": "cpu_math:CpuMath",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
+    "inferx-f16-matvec": "f16_matvec:F16Matvec",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
     "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",
 }

@@ -1,5 +1,6 @@
 """Weight-only int8/int4 products with few rows on CUDA targets, through our Triton kernel
 (inferx_compiler/kernels/triton_dequant.py), dispatched from IREE as an external executable.
+The same kernel takes f16 weights as stored (kind f16: passes/f16_matvec.py, a float decode step).
 
 inferx-quantize-contractions builds a CUDA weight-only layer whose rows are not tokens (an MLP's
 batch: a matrix-vector product) with its weight stored reduction-innermost, [N, K] int8 or
@@ -87,6 +88,8 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
         return "dynamic rows"
     if m > MAX_ROWS:
         return f"{m} rows (the kernel takes at most {MAX_ROWS})"
+    if kind not in ("int8", "int4", "f16"):
+        return f"weight kind {kind}"
     if kind == "int8" and m < MIN_INT8_ROWS:
         return (f"int8 with {m} rows: IREE's matrix-vector code reads an int8 weight about as fast, in fewer "
                 f"dispatches")
@@ -142,8 +145,8 @@ def declined(target) -> Optional[str]:
 
 
 def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
-    """Replace `matmul` (whose operands are now x16, the stored weight and its scales, the init
-    y0) by the kernel, declared in `module` once per configuration: y0 + x16 . dequantize(wq,
+    """Replace `matmul` (whose operands are now x16, the stored weight and its scales (None for
+    an f16 weight), the init y0) by the kernel, declared in `module` once per configuration: y0 + x16 . dequantize(wq,
     scale), or, with an epilogue `plan` (matmul_epilogue.EpiloguePlan; spec.epilogue is its
     Epilogue), the value its ops computed, which are erased with the matmul. x16 must be built
     before the matmul; call inside the matmul's location."""
@@ -152,7 +155,8 @@ def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
     kernel = _external(triton_dequant.compile_kernel(spec), plan)
     if not _declared(module, kernel.name):
         declare(module, kernel)
-    replace_product(matmul, kernel, [x16, wq, scale] + ([y0] if spec.has_init else []), spec.split, y0, plan)
+    inputs = [x16, wq] + ([scale] if scale is not None else []) + ([y0] if spec.has_init else [])
+    replace_product(matmul, kernel, inputs, spec.split, y0, plan)
 
 
 def _declared(module, name: str) -> bool:
@@ -169,11 +173,13 @@ def _external(compiled, plan=None) -> ExternalKernel:
 
     spec = compiled.spec
     name = f"inferx_dequant_{spec.kind}_{spec.m}x{spec.n}x{spec.k}_{spec.key()[:8]}"  # (the key covers the epilogue)
+    widened = spec.kind != "f16"  # an f16 weight is read as stored
     report = {"root": f"inferx_dequant_matvec (Triton, sm_{spec.arch})", "kind": "contraction",
               "element_type": spec.kind, "loops": [spec.m, spec.n, spec.k], "flops": 2 * spec.m * spec.n * spec.k,
-              "linalg_ops": 0, "fused": ["dequantization"] + (sorted(set(plan.fused)) if plan is not None else [])}
-    config = {"source": "rule (inferx-quantize-contractions)",
-              "signature": f"weight-only {spec.kind} {spec.m}x{spec.n}x{spec.k}",
+              "linalg_ops": 0,
+              "fused": ["dequantization"] * widened + (sorted(set(plan.fused)) if plan is not None else [])}
+    config = {"source": "rule (inferx-quantize-contractions)" if widened else "rule (inferx-f16-matvec)",
+              "signature": f"{'weight-only ' * widened}{spec.kind} {spec.m}x{spec.n}x{spec.k}",
               "config": f"{spec.block_m}x{spec.block_n} rows, step {spec.step}, {spec.warps} warps, "
                         f"{spec.stages} stages, split {spec.split}" + _form(spec) + (", epilogue" if spec.epilogue else ""),
               "candidates": 0}

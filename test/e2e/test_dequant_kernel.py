@@ -34,6 +34,8 @@ FORMS = [
     (3, 80, 512, "int4", 64, False, 4, 64, 128, True),  # two groups a step (scaled in f16), weight on the left
     (2, 64, 256, "int8", 0, True, 1, 32, 128, False),  # int8, init read
     (5, 48, 512, "int8", 0, False, 2, 64, 256, True),  # int8, split-K, weight on the left, edge tile in N
+    (1, 96, 256, "f16", 0, True, 1, 64, 128, False),  # f16 as stored (a float decode step), init read
+    (3, 80, 512, "f16", 0, False, 2, 64, 128, True),  # f16, split-K, weight on the left, edge tile in N
 ]
 
 _INTERPRETER = r"""
@@ -50,6 +52,10 @@ if kind == "int4":
     w = pack_int4(q).view(np.int8).reshape(n, k // 2)
     s = (rng.random((n, k // group)) + 0.5).astype(np.float16)
     deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+elif kind == "f16":
+    w = rng.standard_normal((n, k)).astype(np.float16)
+    s = None
+    deq = w.astype(np.float64)
 else:
     q = w = rng.integers(-128, 128, (n, k)).astype(np.int8)
     s = (rng.random(n) + 0.5).astype(np.float16)
@@ -57,7 +63,7 @@ else:
 init = rng.standard_normal((m, n)).astype(np.float32)
 spec = DequantSpec(m, n, k, kind, group, has_init, split, 16, bn, bk, fast=False, w_left=w_left)
 out = torch.full((split, m, n), float("nan"), dtype=torch.float32)
-kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s),
+kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), None if s is None else torch.from_numpy(s),
                                  torch.from_numpy(init) if has_init else None, out, **constants(spec))
 ref = x.astype(np.float64) @ deq.T + (init if has_init else 0.0)
 got = out.numpy().astype(np.float64).sum(axis=0)

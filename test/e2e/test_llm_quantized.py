@@ -248,3 +248,30 @@ def test_an_fp8_or_mismatched_cache_dtype_is_refused(tmp_path, folder):
             str(tmp_path / "m.ixa")], capture_output=True, text=True)
         assert proc.returncode != 0 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr and not (tmp_path / "m.ixa").exists()
+
+
+# ------------------------------------------------------------------------------ f16 decode on CUDA
+def test_cuda_fp16_decode_projections_run_the_few_row_kernel(tmp_path, folder):
+    """A float generation model for a GPU: every projection of a decode step (and the output
+    head) reads its stored f16 weight through our few-row kernel (inferx-f16-matvec) (so do the
+    8 rows of this build's prefill chunk: fewer than 16); `--disable-pass` restores
+    IREE's matrix-vector code. (Numbers: the kernel's f16 form in test_dequant_kernel's
+    interpreter tests; no GPU here.)"""
+    pytest.importorskip("triton")
+
+    def build(*extra):
+        out = tmp_path / f"h100{len(extra)}.ixa"
+        assert compile_main([str(folder), "--target", "h100", "--precision", "fp16", "--prefill-lengths", str(CHUNK),
+                             "--batch-sizes", "1", "--max-seq", str(MAX_SEQ), "--greedy-only", "-q", *extra,
+                             "-o", str(out)]) == 0
+        with zipfile.ZipFile(out) as z:
+            return json.loads(z.read("report.json"))
+
+    report = build()
+    taken = [d for d in report["decisions"] if d["pass"] == "inferx-f16-matvec" and d["decision"].startswith("f16:")]
+    layers = _config().num_hidden_layers
+    assert len([d for d in taken if d["function"] == "decode_b1"]) == layers * len(PROJECTIONS) + 1  # and the head
+    assert any(d["config_source"] == "rule (inferx-f16-matvec)" for d in report["dispatches"])
+    off = build("--disable-pass", "inferx-f16-matvec")
+    assert not any(d["pass"] == "inferx-f16-matvec" for d in off["decisions"])
+    assert not any(d["config_source"] == "rule (inferx-f16-matvec)" for d in off["dispatches"])
