@@ -13,6 +13,7 @@ allocator, compiler and CUDA graphs):
     python tools/bench/llm_gpu.py inferx --artifact A --weights /tmp/w --json $OUT/inferx.json
     python tools/bench/llm_gpu.py torch --weights /tmp/w --json $OUT/torch.json
     python tools/bench/llm_gpu.py report $OUT/inferx.json $OUT/torch.json
+    python tools/bench/llm_gpu.py profile --artifact A --weights /tmp/w --json $OUT/profile.json   # kernels (CUPTI), own process
 
 What is timed (both engines alike): a decode step is one call that takes the previous token and
 gives the next token id back on the host (greedy), the way a streaming server needs it; the
