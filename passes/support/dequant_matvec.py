@@ -80,7 +80,8 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
     saying why the kernel declines it. `epilogue` (a triton_matmul.Epilogue, the ops after the
     product, the init its first input): up to 16 int4 rows take one slice and finish it (32
     weight rows a program, two groups of 128 a step, 4 stages), which costs the kernel more time
-    than split-K but saves the second dispatch a layer that IREE's per-call work makes dear;
+    than split-K but saves the second dispatch a layer that IREE's per-call work makes dear (an
+    f16 weight, a float decode step, takes the same form: not measured on a GPU itself yet);
     otherwise the split rule decides and a one-slice pick finishes it too."""
     from inferx_compiler.kernels.triton_dequant import DequantSpec
 
@@ -97,7 +98,7 @@ def matvec_spec(m: int, n: int, k: int, kind: str, group: int, sms: int, arch: i
     try:
         if kind == "int4" and m == 1:
             return _one_row_spec(n, k, group, sms, arch, epilogue)
-        if epilogue is not None and kind == "int4" and m <= 16 and k % max(FUSED_STEP, group) == 0:
+        if epilogue is not None and kind in ("int4", "f16") and m <= 16 and k % max(FUSED_STEP, group) == 0:
             return DequantSpec(m, n, k, kind, group, False, 1, 16, FUSED_BLOCK_N, max(FUSED_STEP, group), warps=4,
                                stages=4, arch=arch, epilogue=epilogue)
         block_m = 16 if m <= 16 else 64

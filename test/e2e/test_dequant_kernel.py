@@ -91,23 +91,28 @@ import numpy as np, torch
 from inferx_compiler.kernels.triton_dequant import DequantSpec, constants, kernel_function
 from inferx_compiler.kernels.triton_matmul import Epilogue, EpilogueInput, Offsets
 from inferx_compiler.precision.quantization import pack_int4
-m, n, k, group = json.loads(sys.argv[1])
+m, n, k, group, kind = json.loads(sys.argv[1])
 rng = np.random.default_rng(2)
 x = rng.standard_normal((m, k)).astype(np.float16)
-q = rng.integers(-8, 8, (n, k)).astype(np.int8)
-w = pack_int4(q).view(np.int8).reshape(n, k // 2)
-s = (rng.random((n, k // group)) * 0.1).astype(np.float16)
+if kind == "int4":
+    q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+    w = pack_int4(q).view(np.int8).reshape(n, k // 2)
+    s = (rng.random((n, k // group)) * 0.1).astype(np.float16)
+    deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+else:  # f16 as stored
+    w = (rng.standard_normal((n, k)) * 0.1).astype(np.float16)
+    s, deq = None, w.astype(np.float64)
 bias = rng.standard_normal(n).astype(np.float32)
 # relu(acc + bias) stored as f16 at [m, n] (one row: no row term, as the planner leaves it)
 rows = ((1, m, n),) if m > 1 else ()
 epilogue = Epilogue((EpilogueInput("f32", Offsets((), ((1, n, 1),))),),
                     (("v0", "add", ("acc", "x0")), ("z", "const", ("0.0", "f32")), ("v1", "max", ("v0", "z")),
                      ("v2", "cast:f16", ("v1",))), "v2", "f16", Offsets(rows, ((1, n, 1),)))
-spec = DequantSpec(m, n, k, "int4", group, False, 1, 16, 32, 2 * group, stages=4, fast=False, epilogue=epilogue)
+spec = DequantSpec(m, n, k, kind, group if kind == "int4" else 0, False, 1, 16, 32, 2 * group, stages=4, fast=False,
+                   epilogue=epilogue)
 out = torch.full((m, n), float("nan"), dtype=torch.float16)
-kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(s), None,
-                                     torch.from_numpy(bias), out, **constants(spec))
-deq = q.astype(np.float64) * np.repeat(s.astype(np.float64), group, axis=1)
+kernel_function(spec)[spec.grid[:2]](torch.from_numpy(x), torch.from_numpy(w), None if s is None else torch.from_numpy(s),
+                                     None, torch.from_numpy(bias), out, **constants(spec))
 ref = np.maximum(x.astype(np.float64) @ deq.T + bias, 0.0)
 got = out.numpy().astype(np.float64)
 print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
@@ -115,11 +120,12 @@ print(json.dumps({"err": float(np.linalg.norm(got - ref) / np.linalg.norm(ref)),
 """
 
 
-@pytest.mark.parametrize("rows", [1, 3])
-def test_fused_epilogue_in_the_interpreter(rows):
+@pytest.mark.parametrize("rows,kind", [(1, "int4"), (3, "int4"), (3, "f16")])
+def test_fused_epilogue_in_the_interpreter(rows, kind):
     """One slice with the ops after the product finished in the kernel (bias, ReLU, the f16 cast):
-    right to f16 rounding; one row has no row term in the output's offsets."""
-    result = triton_interpreter(_EPILOGUE, [rows, 96, 512, 64])
+    right to f16 rounding; one row has no row term in the output's offsets. f16: the float decode
+    step's form (inferx-f16-matvec), the weight read as stored."""
+    result = triton_interpreter(_EPILOGUE, [rows, 96, 512, 64 if kind == "int4" else 128, kind])
     assert result["finite"], "some output elements were never written"
     assert result["err"] <= 2e-3, result
 
