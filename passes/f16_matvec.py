@@ -72,11 +72,11 @@ class F16Matvec(TargetedPass):
 
     @staticmethod
     def _why_not(op) -> Optional[str]:
-        from inferx_compiler.passes.quantize_contractions import _f16_product, ir_dynamic, stored_weight
+        from inferx_compiler.passes.quantize_contractions import f16_product, ir_dynamic, stored_weight
 
         if PRECISION_ATTR in op.attributes and _integer_annotation(op):
             return "an integer precision is inferx-quantize-contractions'"
-        if not _f16_product(op):
+        if not f16_product(op):
             return "not an f16 x f16 product"
         rows = op.operands[0].type.shape[0]
         if rows == ir_dynamic():
@@ -94,7 +94,7 @@ class F16Matvec(TargetedPass):
         """Replace the product by the kernel; None, or why the kernel declines its shape."""
         from iree.compiler import ir
 
-        from inferx_compiler.passes.quantize_contractions import (_erase_unused_transpose, stored_weight,
+        from inferx_compiler.passes.quantize_contractions import (erase_unused_transpose, stored_weight,
                                                                   to_f16, widen_f16_product)
 
         m, k = op.operands[0].type.shape
@@ -119,7 +119,7 @@ class F16Matvec(TargetedPass):
                               f"(Triton, split {spec.split}{finished}), f32 sums")
         with op.context, ir.InsertionPoint(op), op.location:
             dequant_matvec.rewrite(module, op, to_f16(x), weight.value, None, y0, spec, plan)
-        _erase_unused_transpose(rhs)
+        erase_unused_transpose(rhs)
         return None
 
 

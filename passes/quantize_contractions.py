@@ -469,7 +469,7 @@ def tensor_empty(sizes: list, element_type):
     return tensor.EmptyOp(sizes, element_type).result
 
 
-def _f16_product(op) -> bool:
+def f16_product(op) -> bool:
     """f16 x f16 into f16 or f32 (a generation model built in f16)."""
     from iree.compiler import ir
 
@@ -529,7 +529,7 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, wor
     with ir.InsertionPoint(matmul), matmul.location:
         if scheme.f16_scales and kernel is not None:  # (DequantSpec, EpiloguePlan or None)
             dequant_matvec.rewrite(func_op.parent, matmul, to_f16(x), wq, scale, y0, *kernel)
-            _erase_unused_transpose(matmul_rhs)
+            erase_unused_transpose(matmul_rhs)
             return
         if scheme.f16_scales:
             y = weight_only_product(x, wq, scale, y0, scheme.k_inner)
@@ -552,10 +552,10 @@ def rewrite(matmul, weight: StoredWeight, scheme: WeightScheme, kernel=None, wor
             y = rescale(acc, colsum, step, zero_point, scale, y0, u8_offset=kernel is not None)
     matmul.results[0].replace_all_uses_with(y)
     matmul.erase()
-    _erase_unused_transpose(matmul_rhs)
+    erase_unused_transpose(matmul_rhs)
 
 
-def _erase_unused_transpose(weight) -> None:
+def erase_unused_transpose(weight) -> None:
     """The f32 weight's transpose (Gemm transB), once the rewritten matmul no longer reads it."""
     transpose = defining_op(weight, ("linalg.transpose",))
     if transpose is not None and not list(transpose.results[0].uses):
@@ -614,7 +614,7 @@ class QuantizeContractions(TargetedPass):
             remark(self.name, op, f"declined: {label} is built for linalg.matmul, not {op.name}")
             return
         gpu = backend == "cuda"
-        if not _f32(op) and not (gpu and _f16_product(op)):
+        if not _f32(op) and not (gpu and f16_product(op)):
             remark(self.name, op, f"declined: {label} needs f32 operands" + (" (or f16)" if gpu else ""))
             return
         weight = stored_weight(op.operands[1])

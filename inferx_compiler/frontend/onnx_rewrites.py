@@ -55,7 +55,7 @@ def fold_shape_computations(model: onnx.ModelProto) -> list[str]:
     for node in graph.node:
         value = _constant_value(node, known, shapes, opset) if node.op_type != "Constant" else None
         if value is None:
-            value = _static_dims_gathered(node, known, shape_values)
+            value = _static_dims_picked(node, known, shape_values)
             if value is not None:
                 known[node.output[0]] = value[0]
         if node.op_type == "Shape" and node.input[0] in inferred:
@@ -417,12 +417,20 @@ def _shape_slice(node: onnx.NodeProto, dims: tuple) -> tuple:
     return tuple(dims[attrs.get("start", 0):attrs.get("end", len(dims))])
 
 
-def _static_dims_gathered(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
-    """Gather(Shape(x), indices) where the dims picked are static though others of x are not
-    (Swin's window partition reads H and W of a [batch, H, W, C] tensor whose batch is dynamic)."""
+def _static_dims_picked(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
+    """The value of a Gather or Slice of Shape(x) that picks only static dims of x, though
+    others of x are dynamic; None otherwise."""
+    if node.op_type == "Gather":
+        return _static_dims_gathered(node, known, shape_values)
     if node.op_type == "Slice":
         return _static_dims_sliced(node, known, shape_values)
-    if node.op_type != "Gather" or node.input[0] not in shape_values or node.input[1] not in known:
+    return None
+
+
+def _static_dims_gathered(node: onnx.NodeProto, known: dict, shape_values: dict) -> Optional[list]:
+    """Gather(Shape(x), indices) (Swin's window partition reads H and W of a [batch, H, W, C]
+    tensor whose batch is dynamic)."""
+    if node.input[0] not in shape_values or node.input[1] not in known:
         return None
     if any(a.name == "axis" and a.i != 0 for a in node.attribute):
         return None

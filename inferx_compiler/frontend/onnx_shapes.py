@@ -31,9 +31,9 @@ MAX_ROUNDS = 4
 
 def refine_static_dims(model: onnx.ModelProto, infer: Callable[[onnx.ModelProto], onnx.ModelProto]
                        ) -> tuple[onnx.ModelProto, int]:
-    """The model with the dims of `Slice` outputs on axes it does not slice made static where
-    the input's are (`infer` is the caller's shape inference, run again after each round), and
-    how many dims were set."""
+    """The model with the static dims put back (a `Slice`'s on axes it does not slice, an
+    `Expand`'s where its target shape's entry is known; `infer` is the caller's shape
+    inference, run again after each round), and how many dims were set."""
     total = 0
     for _ in range(MAX_ROUNDS):
         count = _refine_slices(model) + _refine_expands(model)
@@ -47,22 +47,20 @@ def refine_static_dims(model: onnx.ModelProto, infer: Callable[[onnx.ModelProto]
 def _refine_slices(model: onnx.ModelProto) -> int:
     graph = model.graph
     infos = {vi.name: vi for vi in list(graph.input) + list(graph.value_info) + list(graph.output)}
-    constants = _constant_ints(graph)
+    values = _shape_values(graph, infos)
     initializers = {i.name: list(i.dims) for i in graph.initializer}
     count = 0
     for node in graph.node:
         if node.op_type != "Slice" or len(node.input) < 4 or not node.input[3]:
             continue
-        axes = constants.get(node.input[3])
+        axes = values.get(node.input[3], ([None], False))[0]
         in_dims = _input_dims(node.input[0], infos, initializers)
         target = infos.get(node.output[0])
-        if axes is None or in_dims is None:
-            continue
-        if target is None:
+        if not all(isinstance(a, int) for a in axes) or in_dims is None or target is None:
             continue
         if not _has_shape(target) or len(target.type.tensor_type.shape.dim) != len(in_dims):
             continue
-        sliced = {int(a) % len(in_dims) for a in axes}
+        sliced = {a % len(in_dims) for a in axes}
         for k, (d_in, d_out) in enumerate(zip(in_dims, target.type.tensor_type.shape.dim)):
             if k in sliced or _static(d_out) is not None:
                 continue
@@ -83,17 +81,6 @@ def _input_dims(name: str, infos: dict, initializers: dict) -> Optional[list]:
             shape.dim.add().dim_value = size
         return list(shape.dim)
     return None
-
-
-def _constant_ints(graph: onnx.GraphProto) -> dict:
-    values = {i.name: numpy_helper.to_array(i).reshape(-1).tolist()
-              for i in graph.initializer if i.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32)}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            array = numpy_helper.to_array(node.attribute[0].t)
-            if array.dtype.kind == "i":
-                values[node.output[0]] = array.reshape(-1).tolist()
-    return values
 
 
 def _has_shape(vi: onnx.ValueInfoProto) -> bool:
