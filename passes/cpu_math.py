@@ -16,7 +16,10 @@ in every op body (linalg.generic, where the importers put them):
             an absolute bound above: 1 - erf(x) in the tail is not held to a relative one).
   x / c     an f32 division by a constant (a scalar or a splat, finite and nonzero, fed to the
             body as an input or a captured value) -> x * (1 / c): at most an ulp from the
-            division, never a divide instruction.
+            division, never a divide instruction. Not where the quotient is rounded to an
+            integer (a quantization's round(x / scale)) and 1 / c is inexact: at a half-way
+            point the ulp moves the integer (69.49999 from the division, 69.5 from the
+            product, then 69 or 70), which is a unit of the quantized tensor.
 
 Both change results by rounding only (test/e2e/test_cpu_math.py: an erf GELU within 1e-6 of
 onnxruntime's, relative L2). Targets:
@@ -105,6 +108,19 @@ def _constant_divisor(div) -> Optional[float]:
     return value
 
 
+ROUNDING_OPS = frozenset({"math.roundeven", "math.round", "math.floor", "math.ceil", "math.trunc",
+                          "arith.fptosi", "arith.fptoui"})
+
+
+def _rounded_inexactly(div) -> bool:
+    """Whether `div`'s quotient goes straight to a rounding to an integer while its divisor's
+    reciprocal is not exact in f32 (a power of two's is: then the product equals the quotient)."""
+    mantissa, _ = math.frexp(abs(_constant_divisor(div)))
+    if mantissa == 0.5:
+        return False
+    return any(use.owner.name in ROUNDING_OPS for use in div.results[0].uses)
+
+
 @dataclasses.dataclass(frozen=True)
 class CpuMath(TargetedPass):
     """erf to a division-free polynomial, division by a constant to a multiplication (CPU)."""
@@ -133,7 +149,7 @@ class CpuMath(TargetedPass):
             op.results[0].replace_all_uses_with(value)
             op.erase()
         divisions = [op for op in collect(module, lambda o: o.name == "arith.divf" and o.results[0].type == f32)
-                     if _constant_divisor(op) is not None]
+                     if _constant_divisor(op) is not None and not _rounded_inexactly(op)]
         for op in divisions:
             divisor = _constant_divisor(op)
             with ir.InsertionPoint(op), op.location:

@@ -23,9 +23,11 @@ from onnx import numpy_helper
 from inferx_compiler.errors import ModelLoadError, UnsupportedOpsError
 from inferx_compiler.log import BuildLog
 from inferx_compiler.frontend.onnx_functions import expand_function_ops
+from inferx_compiler.frontend.onnx_contrib_ops import decompose_contrib_ops
+from inferx_compiler.frontend.onnx_quantized_ops import decompose_quantized_ops
 from inferx_compiler.frontend.onnx_narrow_types import widen_narrow_types
 from inferx_compiler.frontend.onnx_shapes import refine_static_dims
-from inferx_compiler.frontend.onnx_rewrites import (decompose_contrib_ops, flatten_dynamic_reshapes, drop_zero_gemm_bias, expand_reflect_pads,
+from inferx_compiler.frontend.onnx_rewrites import (flatten_dynamic_reshapes, drop_zero_gemm_bias, expand_reflect_pads,
                             fold_shape_computations, inline_known_ifs, scale_biasless_gemms,
                             trim_unused_conv_padding)
 from inferx_compiler.tensor_spec import TensorSpec
@@ -193,9 +195,12 @@ def prepare(model: onnx.ModelProto, *, name: str, sha256: str, log: BuildLog,
     if fixed:
         log.step("fixed input values: " + ", ".join(f"{k}={_format_values(v['value'])}" for k, v in fixed.items()))
     name_nodes(model)
-    decomposed = decompose_contrib_ops(model)
-    if decomposed:
-        log.step(f"rewrote {len(decomposed)} onnxruntime contrib op(s) in standard ONNX")
+    fused = decompose_contrib_ops(model)
+    if fused:
+        log.step(f"rewrote {len(fused)} onnxruntime fused op(s) (Gelu, SkipLayerNormalization...) in standard ONNX")
+    quantized = decompose_quantized_ops(model)
+    if quantized:
+        log.step(f"rewrote {len(quantized)} quantized op(s) as their dequantize-op-quantize definitions")
     functions = expand_function_ops(model)
     if functions:
         log.step(f"expanded {len(functions)} node(s) of ops torch-mlir cannot lower into their ONNX "

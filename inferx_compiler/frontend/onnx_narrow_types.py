@@ -16,7 +16,8 @@ standard ONNX arithmetic:
   to int4/int2: truncation, then wrap-around in two's complement (ml_dtypes' and onnx's rule).
 - `QuantizeLinear`/`DequantizeLinear` whose quantized type is narrow, whose scale is per axis
   or blocked (torch-mlir's lowering handles per-tensor scales only: per-axis ones fail or come
-  out wrong), or whose type torch-mlir crashes on (uint16 quantize): scale and zero point are
+  out wrong), whose type torch-mlir crashes on (uint16 quantize), or a DequantizeLinear
+  without a zero point (an int32 bias: torch-mlir leaves it illegal): scale and zero point are
   broadcast to the input (unsqueezed per axis, gathered per block) and the formula is written
   out: `saturate(round(x / scale) + zero_point)`, `(x - zero_point) * scale`.
 - Casts *from* a narrow type need nothing: the container already holds the value.
@@ -35,7 +36,7 @@ names the node.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
@@ -43,6 +44,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from inferx_compiler.errors import ModelLoadError
+from inferx_compiler.frontend.onnx_builder import NodeBuilder
 from inferx_compiler.frontend.onnx_rewrites import replace_nodes
 
 F32 = TensorProto.FLOAT
@@ -120,9 +122,11 @@ def _narrow_attribute(node: onnx.NodeProto) -> bool:
 
 @dataclass
 class _Facts:
-    """Element types and shapes (None: a dim not known statically) after shape inference."""
+    """Element types and shapes (None: a dim not known statically) after shape inference, and
+    the op types reading each value."""
     types: dict
     shapes: dict
+    readers: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: onnx.ModelProto) -> "_Facts":
@@ -143,7 +147,11 @@ class _Facts:
         for name, t in tensors:
             types.setdefault(name, t.data_type)
             shapes.setdefault(name, tuple(t.dims))
-        return cls(types, shapes)
+        readers: dict = {}
+        for n in g.node:
+            for name in n.input:
+                readers.setdefault(name, set()).add(n.op_type)
+        return cls(types, shapes, readers)
 
     def size(self, name: str) -> Optional[int]:
         shape = self.shapes.get(name)
@@ -231,33 +239,9 @@ def _widened_constant(node: onnx.NodeProto) -> Optional[list]:
     return [new]
 
 
-class _Builder:
-    """New nodes that replace one node; names derive from it, so diagnostics still name it."""
-
-    def __init__(self, node: onnx.NodeProto):
-        self.node = node
-        self.nodes: list[onnx.NodeProto] = []
-
-    def op(self, op_type: str, inputs: list, output: Optional[str] = None, **attrs) -> str:
-        name = f"{self.node.name}/{op_type}_{len(self.nodes)}"
-        out = output or name
-        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=name, **attrs))
-        return out
-
-    def const(self, value, dtype=np.float32) -> str:
-        arr = np.asarray(value, dtype=dtype)
-        name = f"{self.node.name}/const_{len(self.nodes)}"
-        self.nodes.append(helper.make_node("Constant", [], [name], name=name,
-                                           value=numpy_helper.from_array(arr, name)))
-        return name
-
-    def f32(self, x: str, elem_type: Optional[int]) -> str:
-        return x if elem_type == F32 else self.op("Cast", [x], to=F32)
-
-
 def _cast(node, x: str, types: dict, to: int, attrs: dict) -> list:
     """Cast to a narrow type: the rounding written out, the result in the container."""
-    b = _Builder(node)
+    b = NodeBuilder(node)
     saturate = bool(attrs.get("saturate", 1))
     src = types.get(x)
     out = node.output[0]
@@ -271,7 +255,7 @@ def _cast(node, x: str, types: dict, to: int, attrs: dict) -> list:
     return b.nodes
 
 
-def _wrap_to_int(b: _Builder, x: str, src: Optional[int], to: int, out: str) -> None:
+def _wrap_to_int(b: NodeBuilder, x: str, src: Optional[int], to: int, out: str) -> None:
     """Truncate toward zero (NaN and infinities to 0), then wrap into [lo, hi]."""
     lo, hi = INT_FORMATS[to]
     if src is None or helper.tensor_dtype_to_np_dtype(src).kind == "f" or src in FLOAT_FORMATS or src == E8M0:
@@ -285,14 +269,14 @@ def _wrap_to_int(b: _Builder, x: str, src: Optional[int], to: int, out: str) -> 
     b.op("Cast", [wrapped], output=out, to=CONTAINERS[to])
 
 
-def _pow2(b: _Builder, e: str, low: int, high: int) -> str:
+def _pow2(b: NodeBuilder, e: str, low: int, high: int) -> str:
     """2**e for float e in [low, high], exact, from a table (e is integral)."""
     table = b.const(np.ldexp(np.float32(1), np.arange(low, high + 1)).astype(np.float32))
     index = b.op("Cast", [b.op("Sub", [e, b.const(float(low))])], to=TensorProto.INT64)
     return b.op("Gather", [table, index])
 
 
-def _binade(b: _Builder, a: str, low: int, high: int) -> tuple[str, str]:
+def _binade(b: NodeBuilder, a: str, low: int, high: int) -> tuple[str, str]:
     """(e, 2**e) with e = floor(log2(a)) clamped to [low, high], for a >= 0 (not NaN).
     log2 gives the estimate; one exact correction each way against powers of two."""
     clamped = b.op("Clip", [a, b.const(2.0 ** low), b.const(2.0 ** high)])
@@ -308,7 +292,7 @@ def _binade(b: _Builder, a: str, low: int, high: int) -> tuple[str, str]:
     return e, _pow2(b, e, low, high)
 
 
-def _round_to_float(b: _Builder, x: str, fmt: FloatFormat, saturate: bool, out: str) -> str:
+def _round_to_float(b: NodeBuilder, x: str, fmt: FloatFormat, saturate: bool, out: str) -> str:
     """x (float32) rounded to the nearest value of `fmt`, ties to even, as a float32."""
     nan = b.op("IsNaN", [x])
     a = b.op("Where", [nan, b.const(0.0), b.op("Abs", [x])])
@@ -323,7 +307,7 @@ def _round_to_float(b: _Builder, x: str, fmt: FloatFormat, saturate: bool, out: 
     return b.op("Where", [nan, b.const(fmt.nan), signed], output=out)
 
 
-def _round_to_e8m0(b: _Builder, x: str, saturate: bool, mode: str, out: str) -> str:
+def _round_to_e8m0(b: NodeBuilder, x: str, saturate: bool, mode: str, out: str) -> str:
     """x (float32) to a power of two 2**k, k in [-127, 127], as onnx rounds it: the sign is
     dropped, `mode` up/down/nearest decides between the two powers around |x|, NaN and
     infinities become NaN, and above 2**127 saturation keeps 2**127 (else NaN)."""
@@ -374,7 +358,7 @@ def _quantize(node: onnx.NodeProto, facts: _Facts, attrs: dict) -> Optional[list
     q = _quantized_type(node, types, attrs)
     if q in NATIVE_QUANTIZE and _per_tensor(node, attrs, facts):
         return None
-    b = _Builder(node)
+    b = NodeBuilder(node)
     x, scale = node.input[0], node.input[1]
     zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
     spread = _Broadcast(b, node, attrs, facts)
@@ -412,10 +396,10 @@ def _dequantize(node: onnx.NodeProto, facts: _Facts, attrs: dict) -> Optional[li
     types = facts.types
     x, scale = node.input[0], node.input[1]
     q = types.get(x)
-    if q in NATIVE_DEQUANTIZE and _per_tensor(node, attrs, facts):
-        return None
-    b = _Builder(node)
     zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    if q in NATIVE_DEQUANTIZE and _per_tensor(node, attrs, facts) and zp and not _dynamic_matmul_operand(node, facts):
+        return None  # (torch-mlir's lowering wants the zero point: an int32 bias has none)
+    b = NodeBuilder(node)
     spread = _Broadcast(b, node, attrs, facts)
     v = b.f32(x, q)
     if zp:
@@ -427,11 +411,21 @@ def _dequantize(node: onnx.NodeProto, facts: _Facts, attrs: dict) -> Optional[li
     return b.nodes
 
 
+def _dynamic_matmul_operand(node: onnx.NodeProto, facts: _Facts) -> bool:
+    """Whether `node` dequantizes a MatMul operand whose shape is not known statically:
+    torch-mlir fuses such a pair into `linalg.quantized_batch_matmul`, which IREE 3.13 computes
+    wrong with a dynamic batch (23% relative L2 on [?, 4, 12, 16] x [?, 4, 16, 12] uint8 operands
+    with zero point 37; right at zero point 128 and with static shapes), so its dequantization is
+    written out instead."""
+    shape = facts.shapes.get(node.input[0])
+    return (shape is None or None in shape) and "MatMul" in facts.readers.get(node.output[0], set())
+
+
 class _Broadcast:
     """A quantize op's scale or zero point made broadcastable against its input: as is per
     tensor, unsqueezed after `axis` per axis, gathered along `axis` per block."""
 
-    def __init__(self, b: _Builder, node: onnx.NodeProto, attrs: dict, facts: _Facts):
+    def __init__(self, b: NodeBuilder, node: onnx.NodeProto, attrs: dict, facts: _Facts):
         self.b, self.node = b, node
         self.block = int(attrs.get("block_size", 0))
         self.per_tensor = not self.block and facts.size(node.input[1]) == 1

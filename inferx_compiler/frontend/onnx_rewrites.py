@@ -270,60 +270,6 @@ def _expand_pad(node: onnx.NodeProto, shapes: dict, constants: dict, graph: onnx
     return nodes
 
 
-def decompose_contrib_ops(model: onnx.ModelProto) -> list[str]:
-    """onnxruntime's `com.microsoft` ops that have a standard-ONNX equivalent, rewritten to it
-    (no lowering takes the contrib domain). Covered: DynamicQuantizeLSTM (what onnxruntime's
-    dynamic quantizer makes of an LSTM) becomes an LSTM whose int8 weights are dequantized
-    here, at compile time ((q - zero_point) * scale, per direction or per gate column), into
-    the float layout LSTM takes. onnxruntime runs it with uint8 activations quantized on the
-    fly, so the two differ by that rounding. Returns the nodes rewritten."""
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    rewritten, out = [], []
-    for node in graph.node:
-        replacement = None
-        if node.domain == "com.microsoft" and node.op_type == "DynamicQuantizeLSTM":
-            replacement = _float_lstm(node, inits, graph)
-        if replacement is None:
-            out.append(node)
-        else:
-            out.append(replacement)
-            rewritten.append(node.name)
-    del graph.node[:]
-    graph.node.extend(out)
-    return rewritten
-
-
-def _float_lstm(node: onnx.NodeProto, inits: dict, graph: onnx.GraphProto):
-    """DynamicQuantizeLSTM(X, W, R, B, seq, h0, c0, P, W_scale, W_zp, R_scale, R_zp) as an LSTM,
-    when its weights and quantization parameters are initializers; None otherwise."""
-    names = list(node.input) + [""] * (12 - len(node.input))
-    w, r, w_scale, w_zp, r_scale, r_zp = (names[1], names[2], names[8], names[9], names[10], names[11])
-    if not all(n in inits for n in (w, r, w_scale, w_zp, r_scale, r_zp)):
-        return None
-    floats = []
-    for q, scale, zp in ((w, w_scale, w_zp), (r, r_scale, r_zp)):
-        weight = _dequantize(*(numpy_helper.to_array(inits[n]) for n in (q, scale, zp)))
-        name = f"{node.name}/{q}_dequantized"
-        graph.initializer.append(numpy_helper.from_array(weight, name))
-        floats.append(name)
-    inputs = [names[0], floats[0], floats[1]] + names[3:8]
-    while inputs and not inputs[-1]:
-        inputs.pop()
-    lstm = onnx.helper.make_node("LSTM", inputs, list(node.output), name=node.name)
-    lstm.attribute.extend(a for a in node.attribute)
-    return lstm
-
-
-def _dequantize(q: np.ndarray, scale: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
-    """[dirs, in, 4h] int8 with per-direction or per-(direction, column) parameters ->
-    [dirs, 4h, in] float32 (LSTM's layout)."""
-    dirs = q.shape[0]
-    scale = scale.reshape(dirs, 1, -1).astype(np.float32)
-    zero_point = zero_point.reshape(dirs, 1, -1).astype(np.float32)
-    return np.ascontiguousarray(((q.astype(np.float32) - zero_point) * scale).transpose(0, 2, 1))
-
-
 def _kernel_shape(node: onnx.NodeProto, attrs: dict, shapes: dict):
     if "kernel_shape" in attrs:
         return list(attrs["kernel_shape"].ints)

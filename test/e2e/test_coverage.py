@@ -225,10 +225,10 @@ def test_dynamic_quantize_lstm_becomes_a_float_lstm(tmp_path):
     """The contrib op is rewritten to a standard LSTM on the dequantized weights: the compiled
     model equals onnxruntime's run of that float LSTM, and differs from onnxruntime's int8
     kernel only by its on-the-fly activation quantization."""
-    from inferx_compiler.frontend.onnx_rewrites import decompose_contrib_ops
+    from inferx_compiler.frontend.onnx_quantized_ops import decompose_quantized_ops
 
     float_model = _quantized_lstm_model()
-    assert decompose_contrib_ops(float_model) == ["qlstm"]
+    assert decompose_quantized_ops(float_model) == ["qlstm"]
     assert [n.op_type for n in float_model.graph.node] == ["LSTM"]
     path = save(_quantized_lstm_model(), tmp_path / "qlstm.onnx")
     float_path = save(float_model, tmp_path / "float_lstm.onnx")

@@ -68,3 +68,26 @@ func.func @captured(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   } -> tensor<4x8xf32>
   return %d : tensor<4x8xf32>
 }
+
+// -----
+
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+
+// Rounded right after, a division by a power of two still becomes a product: its reciprocal
+// is exact, so the product is the quotient.
+// REMARK: remark: inferx-cpu-math: division by 0.25 as a multiplication by its reciprocal
+// CHECK-LABEL: func.func @power_of_two_before_rounding(
+// CHECK:         arith.mulf
+// CHECK-NEXT:    math.roundeven
+func.func @power_of_two_before_rounding(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %c = arith.constant 0.25 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %d = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %v = arith.divf %a, %c : f32
+    %r = math.roundeven %v : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %d : tensor<4x8xf32>
+}
