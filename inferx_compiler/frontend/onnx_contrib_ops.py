@@ -105,10 +105,11 @@ def _output(n: NodeView, k: int) -> Optional[str]:
 
 
 def _normalize(b: NodeBuilder, n: NodeView, x: str, gamma: str, beta: Optional[str], facts: GraphFacts,
-               centered: bool, mean_output: int, inv_std_output: int) -> None:
+               centered: bool, mean_output: int, inv_std_output: int, epsilon: float) -> None:
     """LayerNormalization (centered) or RMS normalization over the last axis, in float32
-    arithmetic, with the optional mean and inverse-standard-deviation outputs."""
-    eps = _Consts(b, x, facts)(float(n.attr("epsilon", 1e-5)))
+    arithmetic, with the optional mean and inverse-standard-deviation outputs. `epsilon`: the
+    op's default where the node has none (1e-12 for the Skip forms, 1e-5 otherwise)."""
+    eps = _Consts(b, x, facts)(float(n.attr("epsilon", epsilon)))
     if centered:
         mean = _mean_last(b, x, facts)
         if _output(n, mean_output):
@@ -135,14 +136,15 @@ def _skip_sum(b: NodeBuilder, n: NodeView, bias_input: int, sum_output: int) -> 
 def _skip_layer_norm(b, n, facts):
     """SkipLayerNormalization(input, skip, gamma, beta, bias) -> output, mean, inv_std, sum."""
     total = _skip_sum(b, n, 4, 3)
-    _normalize(b, n, total, n.input(2), n.input(3), facts, centered=True, mean_output=1, inv_std_output=2)
+    _normalize(b, n, total, n.input(2), n.input(3), facts, centered=True, mean_output=1, inv_std_output=2, epsilon=1e-12)
 
 
 def _skip_simplified_layer_norm(b, n, facts):
     """SkipSimplifiedLayerNormalization(input, skip, gamma, bias) -> output, mean (unused),
     inv_std, sum."""
     total = _skip_sum(b, n, 3, 3)
-    _normalize(b, n, total, n.input(2), None, facts, centered=False, mean_output=1, inv_std_output=2)
+    _normalize(b, n, total, n.input(2), None, facts, centered=False, mean_output=1, inv_std_output=2,
+               epsilon=1e-12)
 
 
 def _simplified_layer_norm(b, n, facts):
@@ -151,7 +153,8 @@ def _simplified_layer_norm(b, n, facts):
     rank = facts.ranks.get(n.input(0))
     if axis != -1 and (rank is None or axis != rank - 1):
         raise n.refuse(f"normalization over axis {axis} (only the last axis is supported)")
-    _normalize(b, n, n.input(0), n.input(1), None, facts, centered=False, mean_output=-1, inv_std_output=1)
+    _normalize(b, n, n.input(0), n.input(1), None, facts, centered=False, mean_output=-1, inv_std_output=1,
+               epsilon=1e-5)
 
 
 # ------------------------------------------------------------------------------- FusedMatMul

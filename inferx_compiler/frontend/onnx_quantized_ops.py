@@ -204,7 +204,7 @@ def _qlinear_where(b: NodeBuilder, n: NodeView, facts: GraphFacts) -> None:
 
 
 def _qgemm(b: NodeBuilder, n: NodeView, facts: GraphFacts) -> None:
-    """QGemm(A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp): alpha * A'B' + C with C an
+    """QGemm(A, a_scale, a_zp, B, b_scale, b_zp, C, y_scale, y_zp): alpha * (A'B' + C) with C an
     int32 bias at scale a_scale * b_scale (b_scale per tensor or per output column); quantized
     to y_scale/y_zp, or float where y_scale is absent."""
     _require(n, 0, 1, 3, 4)
@@ -213,12 +213,13 @@ def _qgemm(b: NodeBuilder, n: NodeView, facts: GraphFacts) -> None:
     per_column = _per_axis(facts, n.input(4))
     w = _dequantize(b, *_quantized_operand(n, 3), axis=(0 if trans_b else 1) if per_column else None)
     inputs = [a, w]
-    if n.input(6):
-        scale = b.op("Mul", [n.input(1), n.input(4)])
+    alpha = float(n.attr("alpha", 1.0))
+    if n.input(6):  # onnxruntime scales the int32 bias by alpha too: alpha * (A'B' + C)
+        scale = b.op("Mul", [b.op("Mul", [n.input(1), n.input(4)]), b.const(alpha)])
         inputs.append(b.op("Mul", [b.op("Cast", [n.input(6)], to=F32), scale]))
     y_scale = n.input(7)
     gemm_out = None if y_scale else n.outputs[0]
-    y = b.op("Gemm", inputs, output=gemm_out, alpha=float(n.attr("alpha", 1.0)), transA=trans_a, transB=trans_b)
+    y = b.op("Gemm", inputs, output=gemm_out, alpha=alpha, transA=trans_a, transB=trans_b)
     if y_scale:
         _quantize(b, y, y_scale, n.input(8), n.input(0), facts, n.outputs[0])
 
