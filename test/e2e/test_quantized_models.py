@@ -276,7 +276,8 @@ def test_product_of_dequantized_activations_with_a_dynamic_batch(tmp_path):
 @pytest.mark.parametrize("model,recipe", [
     ("cnn", "static-qoperator-channel"),  # QLinearConv per channel, QLinearAdd/Mul/Sigmoid, uint8 MaxPool, QGemm
     ("encoder", "static-qdq"),  # Q/DQ around attention: dequantized activations multiplied, dynamic batch
-    ("mlp", "dynamic-s8"),  # MatMulInteger with int8 weights: the saturation-free reference
+    # MatMulInteger with int8 weights: the saturation-free reference (its own test above runs in CI)
+    pytest.param("mlp", "dynamic-s8", marks=pytest.mark.slow),
     ("encoder", "ort-fused"),  # DynamicQuantizeMatMul, Gelu, SkipLayerNormalization from onnxruntime's optimizer
 ])
 def test_zoo_sample_compiles_with_no_flags_and_matches_onnxruntime(model, recipe, tmp_path):
