@@ -15,7 +15,7 @@ dynamic batch), then quantized by one recipe of `onnxruntime.quantization`:
   QLinearConcat, QLinearSoftmax, QLinearGlobalAveragePool...);
 - `nbits4`, `nbits4-asym`: `MatMulNBitsQuantizer`, 4-bit blocks of 32 along K;
 - `ort-fused`: the `dynamic-s8` model as onnxruntime's graph optimizer saves it
-  (DynamicQuantizeMatMul, MatMulIntegerToFloat).
+  (DynamicQuantizeMatMul, Gelu, QuickGelu, SkipLayerNormalization on this zoo).
 
 Per model and recipe: `inferx-compile MODEL --target T` with no flags, then `inferx-run` at two
 batch sizes against onnxruntime on the same file. Pass: the relative L2 from onnxruntime run
