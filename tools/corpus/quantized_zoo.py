@@ -54,6 +54,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run import _cli, _first_error  # noqa: E402  (the corpus's own helpers)
+from transformers_zoo import relative_l2  # noqa: E402
 
 TOLERANCE = 1e-3  # relative L2; see docs/coverage/quantized-zoo/README.md for onnxruntime's own spread
 BATCHES = (1, 3)
@@ -353,13 +354,6 @@ class Result:
     onnxruntime_spread: float = float("nan")  # onnxruntime with against without its graph optimizations
     cases: list = field(default_factory=list)  # [batch, rel L2]
     compile_s: float = float("nan")
-
-
-def relative_l2(got: np.ndarray, ref: np.ndarray) -> float:
-    if got.shape != ref.shape:
-        return float("inf")
-    ref64, got64 = ref.astype(np.float64), got.astype(np.float64)
-    return float(np.linalg.norm(got64 - ref64) / max(np.linalg.norm(ref64), 1e-30))
 
 
 QUANTIZED_OPS = {"DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QuantizeLinear", "DequantizeLinear",
