@@ -38,7 +38,7 @@ class Stage:
 # The inferx passes of each stage, in pipeline order; each pass says whether it runs in a build
 # and with which options (`for_build`), this list only says where.
 GRAPH_DECISION_PASSES = ("inferx-annotate-precision", "inferx-apply-precision")
-IREE_INPUT_PASSES = ("inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy",
+IREE_INPUT_PASSES = ("inferx-paged-attention", "inferx-unbroadcast-matmul", "inferx-conv-image-loop", "inferx-conv-strategy",
                      "inferx-fuse-attention", "inferx-quantize-contractions", "inferx-f16-matvec", "inferx-hopper-matmul",
                      "inferx-amx-matmul", "inferx-f32-matmul", "inferx-softmax-kernel", "inferx-pool-kernel",
                      "inferx-cpu-math", "inferx-split-reduction", "inferx-isolate-casts",

@@ -124,6 +124,7 @@ def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weigh
     weight-only on the projections (inferx-annotate-precision{stored-weights=true}, then
     inferx-quantize-contractions) over an fp16 model on GPUs, an fp32 one on CPUs; `weights`: copy
     (into the artifact) or reference (the folder's safetensors files, read at load time)."""
+    from inferx_compiler.frontend.llm import paged_attention
     from inferx_compiler.frontend.llm.frontend import WEIGHT_MODES, LlmFrontend, model_dtype
     from inferx_compiler.frontend.llm.source import open_source
 
@@ -143,7 +144,12 @@ def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weigh
         # every 2-D weight may be a projection (the embedding too, when the output head is tied to it)
         build = build.with_(integer_weights=tuple((options.precision, int(np.prod(shape)))
                                                   for shape in expected_shapes(model.config).values() if len(shape) == 2))
-    return compile_model(LlmFrontend(model, shapes, dtype, weights, quantization=quantization), build, log)
+    kernel_attention, why = paged_attention.for_build(build, model.config, dtype, shapes.kv_int8)
+    if build.target.backend == "cuda":
+        log.step("decode attention: our paged-attention kernel" if kernel_attention
+                 else f"decode attention compiled by IREE: {why}")
+    return compile_model(LlmFrontend(model, shapes, dtype, weights, quantization=quantization,
+                                     kernel_attention=kernel_attention), build, log)
 
 
 def _with_shape_hint(error: PipelineError, dynamic_images: list[str], prepared) -> PipelineError:

@@ -10,6 +10,14 @@ version it was written for.
   path into the PTX unless the process-wide `triton.knobs.compilation.disable_line_info` is set;
   artifacts must not depend on where the package is installed, so it is set around each compile.
 
+- torch-mlir 20261001: its Python bindings register the `torch` dialect but not `torch_c`
+  (TorchConversion), whose `to_builtin_tensor` / `from_builtin_tensor` ops bridge a torch value
+  and a builtin tensor; running the linalg pipeline once on an empty module loads it into a
+  context (`load_torch_conversion`). The bindings have no builder for `!torch.vtensor` types
+  either: `builtin_tensor_type` reads one from its printed form. And the linalg pipeline's last
+  pass (the backend contract) rejects calls, which our kernels' ops are until IREE's context
+  replaces them: `without_backend_contract` drops that pass from the registered pipeline.
+
 A version other than the one written for fails here, with a message that names the package and
 what to install, instead of an AttributeError deep inside a build.
 """
@@ -107,3 +115,52 @@ def triton_without_line_info() -> Iterator[None]:
             yield
         finally:
             knobs.disable_line_info = saved
+
+
+TORCH_MLIR_VERSION = "20261001"
+BACKEND_CONTRACT_PASS = "torch-verify-linalg-on-tensors-backend-contract"
+# torch's element types (vtensor) -> the builtin ones the linalg pipeline gives them
+_TORCH_ELEMENT_TYPES = {"si64": "i64", "si32": "i32", "si16": "i16", "si8": "i8", "ui8": "i8"}
+
+
+def load_torch_conversion(context) -> None:
+    """Load torch-mlir's `torch_c` dialect into `context` (the graph context)."""
+    check_version("torch-mlir", TORCH_MLIR_VERSION, "the torch_c dialect, loaded by a pipeline run")
+    from torch_mlir import ir
+    from torch_mlir.passmanager import PassManager
+
+    if context.is_registered_operation("torch_c.to_builtin_tensor"):
+        return
+    with context, ir.Location.unknown():
+        PassManager.parse("builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline)").run(
+            ir.Module.create().operation)
+
+
+def builtin_tensor_type(torch_type):
+    """!torch.vtensor<[2,8],f16> -> tensor<2x8xf16> (static shapes; the linalg pipeline's types)."""
+    from torch_mlir import ir
+
+    text = str(torch_type)
+    prefix = "!torch.vtensor<["
+    if not text.startswith(prefix) or "?" in text:
+        raise ValueError(f"{text}: not a static-shape value tensor")
+    dims, element = text[len(prefix):-1].rsplit("],", 1)
+    shape = [int(d) for d in dims.split(",")] if dims else []
+    return ir.RankedTensorType.get(shape, ir.Type.parse(_TORCH_ELEMENT_TYPES.get(element, element)))
+
+
+def without_backend_contract(pipeline: str, context) -> str:
+    """`pipeline` (a textual pipeline naming torch-mlir's registered ones) expanded, with its
+    backend-contract verification left out."""
+    check_version("torch-mlir", TORCH_MLIR_VERSION, "the linalg pipeline's pass list")
+    from torch_mlir.passmanager import PassManager
+
+    expanded = str(PassManager.parse(pipeline, context=context))
+    passes = [p for p in _top_level(expanded[len("builtin.module("):-1]) if p != BACKEND_CONTRACT_PASS]
+    return "builtin.module(" + ",".join(passes) + ")"
+
+
+def _top_level(text: str) -> list[str]:
+    from inferx_compiler.passes.infra.pipeline import split_top_level
+
+    return split_top_level(text)

@@ -34,6 +34,7 @@ _PASSES = {
     "inferx-cpu-math": "cpu_math:CpuMath",
     "inferx-quantize-contractions": "quantize_contractions:QuantizeContractions",
     "inferx-f16-matvec": "f16_matvec:F16Matvec",
+    "inferx-paged-attention": "paged_attention:PagedAttention",
     "inferx-isolate-casts": "isolate_casts:IsolateCasts",
     "inferx-narrow-parameters": "narrow_parameters:NarrowParameters",
 }

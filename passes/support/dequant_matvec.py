@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from inferx_compiler.passes.support.extern_dispatch import ExternalKernel, declare, replace_product
+from inferx_compiler.passes.support.extern_dispatch import ExternalKernel, declare, is_declared, replace_product
 
 MAX_ROWS = 64
 # int8 below this many rows stays IREE's: its matrix-vector loop reads an int8 weight about as fast
@@ -154,19 +154,10 @@ def rewrite(module, matmul, x16, wq, scale, y0, spec, plan=None) -> None:
     from inferx_compiler.kernels import triton_dequant
 
     kernel = _external(triton_dequant.compile_kernel(spec), plan)
-    if not _declared(module, kernel.name):
+    if not is_declared(module, kernel.name):
         declare(module, kernel)
     inputs = [x16, wq] + ([scale] if scale is not None else []) + ([y0] if spec.has_init else [])
     replace_product(matmul, kernel, inputs, spec.split, y0, plan)
-
-
-def _declared(module, name: str) -> bool:
-    from iree.compiler import ir
-
-    for op in module.regions[0].blocks[0].operations:
-        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return True
-    return False
 
 
 def _external(compiled, plan=None) -> ExternalKernel:

@@ -76,6 +76,16 @@ def declare(module, kernel: ExternalKernel) -> None:
             hal.ExecutableSourceEndOp()
 
 
+def is_declared(module, name: str) -> bool:
+    """Whether `module` holds a top-level symbol `name` (a kernel declared before)."""
+    from iree.compiler import ir
+
+    for op in module.regions[0].blocks[0].operations:
+        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return True
+    return False
+
+
 def dispatch(kernel: ExternalKernel, arguments: list, result_types: list) -> list:
     """flow.dispatch to `kernel` at the current insertion point; returns its results."""
     from iree.compiler import ir

@@ -2,6 +2,7 @@
 
 Built here (CPU host, code only: --weights reference keeps gigabytes out of the artifact):
 
+    python tools/bench/llm_gpu.py config --out CONFIG_DIR      # Llama-3-8B's shape, no weights
     inferx-compile CONFIG_DIR --target h100 --precision fp16 --weights reference --greedy-only \
         --prefill-lengths 128,512 --prefill-batch-sizes 1 --batch-sizes 1,8 --max-seq 2560 \
         -o build/llm-gpu/llama8b.ixa
@@ -47,7 +48,28 @@ def _prompt(vocab: int, length: int) -> list[int]:
     return [int(t) for t in np.random.default_rng(PROMPT_SEED).integers(10, vocab, length)]
 
 
-# -- weights ----------------------------------------------------------------------------------
+# -- config and weights -----------------------------------------------------------------------
+LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                 rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False, torch_dtype="float16",
+                 bos_token_id=1, eos_token_id=2)
+
+
+def write_config(out: str) -> None:
+    """A Llama-3-8B-shaped model folder without weights: config.json and a word-level tokenizer
+    of the vocabulary's size (token i is the word "t<i>"), enough to build and run it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig
+
+    os.makedirs(out, exist_ok=True)
+    LlamaConfig(**LLAMA3_8B).save_pretrained(out)
+    vocab = {f"t{i}": i for i in range(LLAMA3_8B["vocab_size"])}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.save(os.path.join(out, "tokenizer.json"))
+    print(f"wrote {out}/config.json and tokenizer.json", flush=True)
+
+
 def write_weights(config_dir: str, out: str, shard_bytes: int = 4 << 30) -> None:
     """Seeded random fp16 weights for the config's LlamaForCausalLM, as safetensors shards
     (std 0.02 as transformers initializes; norm scales near 1). Generated on the GPU."""
@@ -278,6 +300,8 @@ def report(ours: dict, theirs: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("config")
+    c.add_argument("--out", required=True)
     w = sub.add_parser("weights")
     w.add_argument("--config", required=True)
     w.add_argument("--out", required=True)
@@ -304,6 +328,9 @@ def main(argv=None) -> int:
     r.add_argument("ours")
     r.add_argument("theirs")
     a = ap.parse_args(argv)
+    if a.cmd == "config":
+        write_config(a.out)
+        return 0
     if a.cmd == "weights":
         write_weights(a.config, a.out)
         return 0

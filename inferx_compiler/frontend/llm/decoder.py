@@ -154,9 +154,9 @@ class Attention(nn.Module):
         self.o = nn.Linear(h * d, cfg.hidden, bias=False)
         self.scale = 1.0 / math.sqrt(d)
 
-    def forward(self, x, cos, sin, k_cache, v_cache, cache_mask, self_mask):
-        """x [B,T,hidden]; k_cache/v_cache [B,kvh,S,D]; cache_mask [B,1,1,T,S] and
-        self_mask [1|B,1,1,T,T] (bool, True = visible). Returns (out [B,T,hidden], k, v [B,kvh,T,D])."""
+    def forward(self, x, cos, sin, cache):
+        """x [B,T,hidden]; `cache` (GatheredCache or KernelCache) attends. Returns (out [B,T,hidden],
+        k, v [B,kvh,T,D])."""
         cfg = self.cfg
         B, T, _ = x.shape
         kvh, g, d = cfg.kv_heads, cfg.group, cfg.head_dim
@@ -166,21 +166,62 @@ class Attention(nn.Module):
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         qg = q.reshape(B, kvh, g * T, d) * self.scale  # head h = kv_head * g + i
-        s_cache = torch.matmul(qg, k_cache.transpose(-1, -2)).view(B, kvh, g, T, -1)
+        out = cache.attend(qg, k, v)  # [B, kvh, g*T, D]
+        out = out.reshape(B, cfg.heads, T, d).transpose(1, 2).reshape(B, T, cfg.heads * d)
+        return self.o(out), k, v
+
+
+@dataclass
+class GatheredCache:
+    """One layer's cached keys and values read through the table (`read_blocks`), attended with
+    the step's own: k_cache/v_cache [B,kvh,S,D]; cache_mask [B,1,1,T,S] and self_mask
+    [1|B,1,1,T,T] (bool, True = visible)."""
+
+    k_cache: torch.Tensor
+    v_cache: torch.Tensor
+    cache_mask: torch.Tensor
+    self_mask: torch.Tensor
+
+    def attend(self, qg, k, v):
+        """qg [B, kvh, g*T, D] (scaled), k/v [B, kvh, T, D] -> [B, kvh, g*T, D]."""
+        B, kvh, rows, d = qg.shape
+        T = k.shape[2]
+        g = rows // T
+        s_cache = torch.matmul(qg, self.k_cache.transpose(-1, -2)).view(B, kvh, g, T, -1)
         s_self = torch.matmul(qg, k.transpose(-1, -2)).view(B, kvh, g, T, T)
-        s_cache = torch.where(cache_mask, s_cache, NEG)
-        s_self = torch.where(self_mask, s_self, NEG)
-        S = k_cache.shape[2]
+        s_cache = torch.where(self.cache_mask, s_cache, NEG)
+        s_self = torch.where(self.self_mask, s_self, NEG)
+        S = self.k_cache.shape[2]
         # softmax in float32 whatever the model's dtype (as transformers does)
-        p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1, dtype=torch.float32).to(q.dtype)
+        p = torch.softmax(torch.cat([s_cache, s_self], dim=-1), dim=-1, dtype=torch.float32).to(qg.dtype)
         p_cache = p[..., :S].reshape(B, kvh, g * T, S)
         p_self = p[..., S:].reshape(B, kvh, g * T, T)
         # V read through a transpose, as K is: IREE then reads the cache slice in the dispatch (with
         # p_cache @ v_cache it copied the slice out of the cache first)
-        out = torch.matmul(v_cache.transpose(-1, -2), p_cache.transpose(-1, -2)).transpose(-1, -2)
-        out = out + torch.matmul(p_self, v)  # [B, kvh, g*T, D]
-        out = out.reshape(B, cfg.heads, T, d).transpose(1, 2).reshape(B, T, cfg.heads * d)
-        return self.o(out), k, v
+        out = torch.matmul(self.v_cache.transpose(-1, -2), p_cache.transpose(-1, -2)).transpose(-1, -2)
+        return out + torch.matmul(p_self, v)
+
+
+@dataclass
+class KernelCache:
+    """A decode step (T = 1) attending through our paged-attention kernel (paged_attention.py):
+    the whole cache, the table and the step's positions go to the kernel, which reads layer
+    `layer`'s blocks where they lie."""
+
+    cache: torch.Tensor
+    table: torch.Tensor
+    start: torch.Tensor
+    layer: int
+    splits: int
+    window: int
+
+    def attend(self, qg, k, v):
+        from inferx_compiler.frontend.llm import paged_attention
+
+        B, kvh, g, d = qg.shape
+        out = paged_attention.attend(qg.reshape(B, kvh * g, d), k, v, self.cache, self.table, self.start,
+                                     self.layer, self.splits, self.window)
+        return out.reshape(B, kvh, g, d)
 
 
 class MLP(nn.Module):
@@ -204,8 +245,8 @@ class DecoderLayer(nn.Module):
         self.mlp_norm = RMSNorm(cfg.hidden, cfg.rms_eps)
         self.mlp = MLP(cfg)
 
-    def forward(self, x, cos, sin, k_cache, v_cache, cache_mask, self_mask):
-        a, k, v = self.attn(self.attn_norm(x), cos, sin, k_cache, v_cache, cache_mask, self_mask)
+    def forward(self, x, cos, sin, cache):
+        a, k, v = self.attn(self.attn_norm(x), cos, sin, cache)
         x = x + a
         return x + self.mlp(self.mlp_norm(x)), k, v
 
@@ -226,9 +267,11 @@ def param_name(canonical: str) -> str:
 class LlamaDecoder(nn.Module):
     """The whole decoder; `step` runs T tokens per sequence against the cache and mutates it."""
 
-    def __init__(self, cfg: DecoderConfig, rope_freqs=None, device=None, dtype=torch.float32):
+    def __init__(self, cfg: DecoderConfig, rope_freqs=None, device=None, dtype=torch.float32, kernel_attention=None):
         super().__init__()
         self.cfg = cfg
+        # paged_attention.KernelAttention: decode steps attend through our kernel (CUDA builds)
+        self.kernel_attention = kernel_attention
         self.dtype = dtype  # of the weights, activations and cache (norms and softmax compute in float32)
         with torch.device(device or "cpu"):
             self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
@@ -286,11 +329,17 @@ class LlamaDecoder(nn.Module):
         x = self.embed(tokens)
         new_k, new_v = [], []
         int8 = cache.dtype == torch.int8
+        kernel = self.kernel_attention is not None and T == 1 and not int8
+        splits = self.kernel_attention.splits(B, cfg.kv_heads, S) if kernel else 0
         for i, layer in enumerate(self.layers):
-            k_cache, v_cache = read_blocks(cache[i, 0], table), read_blocks(cache[i, 1], table)
-            if int8:
-                k_cache, v_cache = dequantize_rows(k_cache, self.dtype), dequantize_rows(v_cache, self.dtype)
-            x, k, v = layer(x, cos, sin, k_cache, v_cache, cache_mask, self_mask)
+            if kernel:
+                view = KernelCache(cache, table, start, i, splits, cfg.sliding_window or 0)
+            else:
+                k_cache, v_cache = read_blocks(cache[i, 0], table), read_blocks(cache[i, 1], table)
+                if int8:
+                    k_cache, v_cache = dequantize_rows(k_cache, self.dtype), dequantize_rows(v_cache, self.dtype)
+                view = GatheredCache(k_cache, v_cache, cache_mask, self_mask)
+            x, k, v = layer(x, cos, sin, view)
             new_k.append(k)
             new_v.append(v)
         kv = torch.stack([torch.stack(new_k), torch.stack(new_v)], dim=1)

@@ -88,13 +88,14 @@ def user_inputs(cfg: DecoderConfig, spec: EntrySpec, geometry: CacheGeometry, dt
 
 
 def export_entry(cfg: DecoderConfig, spec: EntrySpec, geometry: CacheGeometry, rope_freqs=None,
-                 dtype=torch.float32):
+                 dtype=torch.float32, kernel_attention=None):
     """torch.export one entry point with weights, activations and cache in `dtype`; returns the
-    decomposed ExportedProgram."""
+    decomposed ExportedProgram. `kernel_attention` (paged_attention.KernelAttention): decode
+    steps attend through our kernel's op."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     with torch.device("meta"):
-        model = LlamaDecoder(cfg, rope_freqs, device="meta", dtype=dtype).eval()
+        model = LlamaDecoder(cfg, rope_freqs, device="meta", dtype=dtype, kernel_attention=kernel_attention).eval()
     entry = (Decode if spec.kind == "decode" else Prefill)(model, output=spec.output)
     user = user_inputs(cfg, spec, geometry, dtype)
     shapes = expected_shapes(cfg)

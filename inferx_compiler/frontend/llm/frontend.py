@@ -18,6 +18,7 @@ import numpy as np
 from inferx_compiler.errors import ModelLoadError
 from inferx_compiler.frontend import graph_lowering
 from inferx_compiler.frontend.imported import ImportedModel
+from inferx_compiler.frontend.llm import kernel_calls
 from inferx_compiler.frontend.llm.decoder import CacheGeometry
 from inferx_compiler.frontend.llm.export import EntrySpec, export_entry, import_entries, tag_parameters
 from inferx_compiler.frontend.llm.source import LlmSource
@@ -116,6 +117,8 @@ class LlmFrontend:
     weights: str = "copy"
     quantization: Optional[dict] = None  # {"kind": int8|int4, "group_size"}: weight-only projections
     source: str = "llm"
+    # paged_attention.KernelAttention: decode steps attend through our kernel (CUDA builds)
+    kernel_attention: Optional[object] = None
 
     def import_module(self, context, log: BuildLog) -> ImportedModel:
         cfg = self.model.config
@@ -137,7 +140,8 @@ class LlmFrontend:
         geometry = self.shapes.cache
         programs = {}
         for i, entry in enumerate(entries, 1):
-            programs[entry.name] = (export_entry(cfg, entry, geometry, rope_freqs, torch_dtype), keys)
+            programs[entry.name] = (export_entry(cfg, entry, geometry, rope_freqs, torch_dtype,
+                                                 self.kernel_attention), keys)
             log.step(f"exported {entry.name} ({i}/{len(entries)}) with torch.export")
         module_op = import_entries(programs, context)
         log.step(f"imported {len(entries)} entry points through torch-mlir's FX importer")
@@ -152,7 +156,10 @@ class LlmFrontend:
                           **({"scale": "a power of two per (position, head): 2^e, e the row's last element"}
                              if geometry.int8 else {})},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
-                      "weights": record, "quantization": self.quantization, "notes": list(self.model.notes)}
+                      "weights": record, "quantization": self.quantization,
+                      "decode_attention": ("inferx paged-attention kernel (Triton)" if self.kernel_attention
+                                           else "compiled by IREE"),
+                      "notes": list(self.model.notes)}
         self._keys = keys
         return ImportedModel(module_op, [], [], weights, {}, info, generation=generation,
                              members={TOKENIZER_MEMBER: self.model.tokenizer_json.encode()})
@@ -184,7 +191,10 @@ class LlmFrontend:
                                            "at load time: a copy into the artifact would double gigabytes"}
 
     def lower(self, model: ImportedModel, log: BuildLog) -> None:
-        graph_lowering.lower_to_linalg(model.module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
+        if kernel_calls.to_calls(model.module_op):
+            kernel_calls.lower(model.module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
+        else:
+            graph_lowering.lower_to_linalg(model.module_op, graph_lowering.FX_TORCH_TO_LINALG, log)
         for func_op in _functions(model.module_op):
             tag_parameters(func_op, self._keys)
 
@@ -210,8 +220,9 @@ def sha256_file(path: str) -> str:
 
 
 def _functions(module_op) -> list:
+    """The entry points (not the declarations of our kernels' calls, which have no body)."""
     return [op.operation for op in module_op.regions[0].blocks[0].operations
-            if op.operation.name == "func.func"]
+            if op.operation.name == "func.func" and len(op.operation.regions[0].blocks)]
 
 
 def _model_name(model: LlmSource) -> str:

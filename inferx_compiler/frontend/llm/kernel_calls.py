@@ -1,0 +1,129 @@
+"""Our kernels' ops from torch-mlir's FX import to IREE's context, as calls.
+
+torch.export keeps `inferx::paged_attention_partials` (frontend/llm/paged_attention.py) as one
+node, and torch-mlir's FX importer writes it as
+
+    %r:2 = torch.operator "torch.inferx.paged_attention_partials"(%q, %cache, %table, %start,
+                                                                  %layer, %splits, %window)
+
+which torch-mlir's linalg pipeline cannot lower. `to_calls`, run before that pipeline, replaces
+each by a call of a private declaration on builtin tensors:
+
+    func.func private @inferx_paged_attention_0(tensor<..>, ...) -> (tensor<BxHxSxDxf32>,
+        tensor<BxHxSx2xf32>) attributes {inferx.kernel = "paged_attention", inferx.window = W}
+    %r:2 = call @inferx_paged_attention_0(...)
+
+(one declaration a signature; the integer operands become the declaration's attributes: the
+split count is the results' third dimension), bridged with torch_c's conversions, which the
+pipeline folds away. passes/paged_attention.py replaces each call by the kernel's dispatch in
+IREE's context. `lower` runs the pipeline without its backend-contract check, which rejects
+calls, and checks instead that no torch op is left.
+"""
+
+from __future__ import annotations
+
+from inferx_compiler.errors import ModelLoadError
+from inferx_compiler.frontend.llm.paged_attention import TORCH_OPERATOR
+
+KERNEL_ATTR = "inferx.kernel"
+WINDOW_ATTR = "inferx.window"
+PAGED_ATTENTION = "paged_attention"
+TENSOR_OPERANDS = 5  # q, cache, table, start, layer; then splits and window (!torch.int)
+
+
+def operators(module_op) -> list:
+    """The module's torch.operator ops of our kernels."""
+    from torch_mlir import ir
+
+    found = []
+
+    def visit(op):
+        if op.name == "torch.operator" and ir.StringAttr(op.attributes["name"]).value == TORCH_OPERATOR:
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    return found
+
+
+def to_calls(module_op) -> int:
+    """Each kernel op -> a call of its declaration; returns how many."""
+    from torch_mlir import ir
+
+    from inferx_compiler.internals import load_torch_conversion
+
+    ops = operators(module_op)
+    if not ops:
+        return 0
+    load_torch_conversion(module_op.context)
+    declared: dict[tuple, str] = {}
+    with module_op.context:
+        for op in ops:
+            _replace(module_op, op, declared)
+    return len(ops)
+
+
+def _replace(module_op, op, declared: dict) -> None:
+    from torch_mlir import ir
+    from torch_mlir.dialects import func
+
+    from inferx_compiler.internals import builtin_tensor_type
+
+    operands = list(op.operands)
+    window = _int_constant(operands[TENSOR_OPERANDS + 1], op)
+    with ir.InsertionPoint(op), op.location:
+        inputs = [ir.Operation.create("torch_c.to_builtin_tensor", results=[builtin_tensor_type(v.type)],
+                                      operands=[v]).result for v in operands[:TENSOR_OPERANDS]]
+        results = [builtin_tensor_type(r.type) for r in op.results]
+        function_type = ir.FunctionType.get([v.type for v in inputs], results)
+        key = (str(function_type), window)
+        if key not in declared:
+            declared[key] = _declare(module_op, f"inferx_paged_attention_{len(declared)}", function_type, window)
+        call = func.CallOp(results, ir.FlatSymbolRefAttr.get(declared[key]), inputs)
+        for old, new in zip(list(op.results), list(call.results)):
+            back = ir.Operation.create("torch_c.from_builtin_tensor", results=[old.type], operands=[new]).result
+            old.replace_all_uses_with(back)
+    op.erase()
+
+
+def _declare(module_op, name: str, function_type, window: int) -> str:
+    from torch_mlir import ir
+    from torch_mlir.dialects import func
+
+    body = module_op.regions[0].blocks[0]
+    with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
+        decl = func.FuncOp(name, function_type, visibility="private")
+        decl.attributes[KERNEL_ATTR] = ir.StringAttr.get(PAGED_ATTENTION)
+        decl.attributes[WINDOW_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), window)
+    return name
+
+
+def _int_constant(value, op) -> int:
+    from torch_mlir import ir
+
+    owner = getattr(value.owner, "operation", None)  # (a block argument's owner is its block)
+    if owner is None or owner.name != "torch.constant.int":
+        raise ModelLoadError(f"{TORCH_OPERATOR} at {op.location}: its integer operands must be constants")
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def lower(module_op, pipeline: str, log) -> None:
+    """torch-mlir's `pipeline` without its backend-contract check (our calls would fail it), then
+    the check that matters here: no torch op left."""
+    from torch_mlir import ir
+
+    from inferx_compiler.internals import without_backend_contract
+    from inferx_compiler.passes.infra.pipeline import run_pipeline
+
+    run_pipeline(module_op, without_backend_contract(pipeline, module_op.context), "graph", stage="torch-to-linalg")
+    left = []
+
+    def visit(op):
+        if op.name.startswith(("torch.", "torch_c.")):
+            left.append(f"{op.name} at {op.location}")
+        return ir.WalkResult.ADVANCE
+
+    module_op.walk(visit)
+    if left:
+        raise ModelLoadError(f"torch ops left after lowering to linalg: {', '.join(left[:5])}")
+    log.step("lowered the torch dialect to linalg on tensors (our kernels' ops as calls)")

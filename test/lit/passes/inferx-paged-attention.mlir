@@ -1,0 +1,58 @@
+// REQUIRES: triton
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h100},inferx-paged-attention)' | filecheck %s
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=h100},inferx-paged-attention)' --verify-diagnostics >/dev/null
+// RUN: inferx-opt %s --split-input-file --pass-pipeline='builtin.module(inferx-set-target{target=a100},inferx-paged-attention)' 2>&1 >/dev/null | filecheck %s --check-prefix=AMPERE
+
+// A decode step at batch 2 (8 query heads over 2 KV heads of 64) calls the paged-attention
+// declaration the frontend writes (frontend/llm/kernel_calls.py): the call becomes a dispatch of
+// our kernel, 2 x 2 programs (batch x KV heads) by 4 splits (the results' third dimension),
+// reading the whole cache (2 layers, 9 blocks of 16 rows) as it lies, with Triton's two scratch
+// results after the two it writes; the declaration goes.
+// AMPERE: remark: inferx-paged-attention: decode attention: batch 2, 8 heads over 2 KV heads, 4 splits, f16 cache in blocks of 16: our kernel (Triton, sm_80)
+// CHECK-NOT:   func.func private @inferx_paged_attention_0
+// CHECK:       hal.executable.source private @[[EXE:inferx_paged_attention_[0-9a-f]+]]
+// CHECK:         hal.executable.export public @paged_attention_kernel ordinal(0)
+// CHECK:           %[[PROGRAMS:.+]] = arith.constant 4 : index
+// CHECK:           %[[SPLITS:.+]] = arith.constant 4 : index
+// CHECK:           hal.return %[[PROGRAMS]], %[[SPLITS]], %{{.+}}
+// CHECK:         config = "16 query rows, 64 positions a step, 4 splits, 4 warps, 2 stages", signature = "decode attention b2 h8/2 d64", source = "rule (inferx-paged-attention)"
+// CHECK-LABEL: func.func @decode_b2(
+// CHECK-SAME:    %[[Q:[^:]+]]: tensor<2x8x64xf16>, %[[C:[^:]+]]: tensor<2x2x9x2x16x64xf16>, %[[T:[^:]+]]: tensor<2x4xi64>, %[[S:[^:]+]]: tensor<2xi64>
+// CHECK:         %[[L:.+]] = arith.constant dense<1> : tensor<1xi32>
+// CHECK:         %[[R:.+]]:4 = flow.dispatch @[[EXE]]::@paged_attention_kernel(%[[Q]], %[[C]], %[[T]], %[[S]], %[[L]]) : (tensor<2x8x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<2x4xi64>, tensor<2xi64>, tensor<1xi32>) -> (tensor<2x8x4x64xf32>, tensor<2x8x4x2xf32>, tensor<{{[0-9]+}}xi8>, tensor<{{[0-9]+}}xi8>)
+// CHECK-NOT:     call
+// CHECK:         return %[[R]]#0, %[[R]]#1
+func.func private @inferx_paged_attention_0(tensor<2x8x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<2x4xi64>, tensor<2xi64>, tensor<1xi32>) -> (tensor<2x8x4x64xf32>, tensor<2x8x4x2xf32>) attributes {inferx.kernel = "paged_attention", inferx.window = 0 : i64}
+func.func @decode_b2(%q: tensor<2x8x64xf16>, %cache: tensor<2x2x9x2x16x64xf16>, %table: tensor<2x4xi64>, %start: tensor<2xi64>) -> (tensor<2x8x4x64xf32>, tensor<2x8x4x2xf32>) {
+  %layer = arith.constant dense<1> : tensor<1xi32>
+  // expected-remark @+1 {{inferx-paged-attention: decode attention: batch 2, 8 heads over 2 KV heads, 4 splits, f16 cache in blocks of 16: our kernel (Triton, sm_90)}}
+  %acc, %stats = call @inferx_paged_attention_0(%q, %cache, %table, %start, %layer) : (tensor<2x8x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<2x4xi64>, tensor<2xi64>, tensor<1xi32>) -> (tensor<2x8x4x64xf32>, tensor<2x8x4x2xf32>)
+  return %acc, %stats : tensor<2x8x4x64xf32>, tensor<2x8x4x2xf32>
+}
+
+// -----
+
+// A sliding window (Mistral) is the kernel's: one more constant, its own kernel.
+// CHECK:       hal.executable.source private @inferx_paged_attention_
+// CHECK:         config = "16 query rows, 64 positions a step, 1 splits, 4 warps, 2 stages, window 96"
+// CHECK-LABEL: func.func @windowed(
+// CHECK:         flow.dispatch @inferx_paged_attention_
+func.func private @inferx_paged_attention_0(tensor<1x4x64xbf16>, tensor<1x2x3x4x16x64xbf16>, tensor<1x2xi64>, tensor<1xi64>, tensor<1xi32>) -> (tensor<1x4x1x64xf32>, tensor<1x4x1x2xf32>) attributes {inferx.kernel = "paged_attention", inferx.window = 96 : i64}
+func.func @windowed(%q: tensor<1x4x64xbf16>, %cache: tensor<1x2x3x4x16x64xbf16>, %table: tensor<1x2xi64>, %start: tensor<1xi64>) -> tensor<1x4x1x64xf32> {
+  %layer = arith.constant dense<0> : tensor<1xi32>
+  // expected-remark @+1 {{inferx-paged-attention: decode attention: batch 1, 4 heads over 4 KV heads, 1 splits, bf16 cache in blocks of 16}}
+  %acc, %stats = call @inferx_paged_attention_0(%q, %cache, %table, %start, %layer) : (tensor<1x4x64xbf16>, tensor<1x2x3x4x16x64xbf16>, tensor<1x2xi64>, tensor<1xi64>, tensor<1xi32>) -> (tensor<1x4x1x64xf32>, tensor<1x4x1x2xf32>)
+  return %acc : tensor<1x4x1x64xf32>
+}
+
+// -----
+
+// Calls of other functions are not ours: left as they are.
+// CHECK-LABEL: func.func @other_call(
+// CHECK:         call @helper
+// CHECK-NOT:     flow.dispatch
+func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
+func.func @other_call(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %y = call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
