@@ -146,8 +146,8 @@ def compile_llm(path: str, options: CompileOptions, shapes, log: BuildLog, weigh
                                                   for shape in expected_shapes(model.config).values() if len(shape) == 2))
     kernel_attention, why = paged_attention.for_build(build, model.config, dtype, shapes.kv_int8)
     if build.target.backend == "cuda":
-        log.step("decode attention: our paged-attention kernel" if kernel_attention
-                 else f"decode attention compiled by IREE: {why}")
+        log.step("attention: our paged-attention kernels (decode and prefill)" if kernel_attention
+                 else f"attention compiled by IREE: {why}")
     return compile_model(LlmFrontend(model, shapes, dtype, weights, quantization=quantization,
                                      kernel_attention=kernel_attention), build, log)
 

@@ -1,19 +1,21 @@
-"""inferx-paged-attention: a decode step's attention calls -> our paged-attention kernel's dispatch.
+"""inferx-paged-attention: a generation model's attention calls -> our paged-attention kernels' dispatches.
 
-A generation model built for a CUDA target attends, in its decode entries, through
-`inferx::paged_attention_partials` (frontend/llm/paged_attention.py), which reaches IREE's
-context as a call of a private declaration marked `inferx.kernel = "paged_attention"`
-(frontend/llm/kernel_calls.py):
+A generation model built for a CUDA target attends through `inferx::paged_attention_partials`
+(decode steps) and `inferx::paged_prefill_attention` (prefill chunks) (frontend/llm/
+paged_attention.py), which reach IREE's context as calls of private declarations marked
+`inferx.kernel = "paged_attention"` / `"paged_prefill_attention"` (frontend/llm/kernel_calls.py):
 
     %acc, %stats = call @inferx_paged_attention_0(%q, %cache, %table, %start, %layer)
     ->
     %acc, %stats, %scratch:2 = flow.dispatch @inferx_paged_attention_<key>::@entry(%q, %cache, ...)
 
-The kernel (kernels/triton_paged_attention.py, compiled for the target's architecture) reads
-the cache through the block table where it lies, only the positions each sequence has, in
-splits of them (the results' third dimension). IREE 3.13 compiled the same attention written
-out in linalg as serial 2561-wide softmax reductions, 48 of a Llama-3-8B decode step's 56 ms
-on an H100 (docs/bench/2026-12-07-h100-llama8b-decode-profile). The declarations go once
+The kernels (kernels/triton_paged_attention.py, triton_prefill_attention.py, compiled for the
+target's architecture) read the cache through the block table where it lies, only the
+positions each sequence has: the decode kernel in splits of them (the results' third
+dimension), the prefill kernel as flash attention over the cached and the chunk's own keys.
+IREE 3.13 compiled the same attention written out in linalg as serial 2561-wide softmax
+reductions, 48 of a Llama-3-8B decode step's 56 ms on an H100, and 54 of a 512-token prefill
+chunk's 70 ms (docs/bench/2026-12-07-h100-llama8b-decode-profile). The declarations go once
 every call is replaced.
 
 Fails, naming the call, where a call cannot become the kernel (a target that is not a CUDA GPU
@@ -31,7 +33,7 @@ from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
 
 KERNEL_ATTR = "inferx.kernel"  # (frontend/llm/kernel_calls.py writes these)
 WINDOW_ATTR = "inferx.window"
-PAGED_ATTENTION = "paged_attention"
+KERNELS = ("paged_attention", "paged_prefill_attention")
 ELEMENT_TYPES = {"f16": "f16", "bf16": "bf16"}
 
 
@@ -44,7 +46,7 @@ class PagedAttention(TargetedPass):
     # optional: --disable-pass inferx-paged-attention makes the frontend write the attention out
     # in torch ops instead (compiled by IREE), which measures the kernel
     optional: ClassVar[bool] = True
-    summary: ClassVar[str] = "decode attention calls to our paged-attention kernel (Triton, CUDA)"
+    summary: ClassVar[str] = "decode and prefill attention calls to our paged-attention kernels (Triton, CUDA)"
 
     @classmethod
     def for_build(cls, build) -> "Optional[PagedAttention]":
@@ -73,21 +75,28 @@ class PagedAttention(TargetedPass):
         kernel = external_kernel(spec)
         if not is_declared(module, kernel.name):
             declare(module, kernel)
+        outputs = len(call.results)
         with ir.InsertionPoint(call), call.location:
-            results = dispatch(kernel, list(call.operands), [r.type for r in call.results] + scratch_types(kernel, 2))
+            results = dispatch(kernel, list(call.operands),
+                               [r.type for r in call.results] + scratch_types(kernel, outputs))
         for old, new in zip(list(call.results), results):
             old.replace_all_uses_with(new)
-        remark(self.name, call, f"decode attention: batch {spec.batch}, {spec.heads} heads over {spec.kv_heads} "
-                                f"KV heads, {spec.splits} splits, {spec.element_type} cache in blocks of "
-                                f"{spec.block_size}: our kernel (Triton, sm_{spec.arch})")
+        what = (f"decode attention: batch {spec.batch}" if _is_decode(spec)
+                else f"prefill attention: batch {spec.batch} x {spec.length} tokens")
+        how = f", {spec.splits} splits" if _is_decode(spec) else ""
+        remark(self.name, call, f"{what}, {spec.heads} heads over {spec.kv_heads} KV heads{how}, "
+                                f"{spec.element_type} cache in blocks of {spec.block_size}: our kernel "
+                                f"(Triton, sm_{spec.arch})")
         call.erase()
 
 
 def kernel_spec(call, decl, target):
-    """The kernel's PagedAttentionSpec for `call`, or a string saying why there is none."""
+    """The kernel spec (PagedAttentionSpec or PrefillAttentionSpec) for `call`, or a string saying
+    why there is none."""
     from iree.compiler import ir
 
     from inferx_compiler.kernels.triton_paged_attention import PagedAttentionSpec
+    from inferx_compiler.kernels.triton_prefill_attention import PrefillAttentionSpec
     from inferx_compiler.passes.support import dequant_matvec
 
     if target.backend != "cuda":
@@ -95,43 +104,57 @@ def kernel_spec(call, decl, target):
     why = dequant_matvec.declined(target)
     if why:
         return why
-    q, cache, table, _, _ = [v.type for v in call.operands]
-    acc = call.results[0].type
+    types = [v.type for v in call.operands]
+    q, cache, table = types[0], types[-4], types[-3]
     layers, _, blocks, kv_heads, block_size, head_dim = cache.shape
-    batch, heads, _ = q.shape
     element = str(cache.element_type)
     if element not in ELEMENT_TYPES:
         return f"a {element} cache (the kernel reads f16 or bf16)"
     window = ir.IntegerAttr(decl.attributes[WINDOW_ATTR]).value if WINDOW_ATTR in decl.attributes else 0
+    common = dict(kv_heads=kv_heads, group=q.shape[1] // kv_heads, head_dim=head_dim, block_size=block_size,
+                  table_width=table.shape[1], blocks=blocks, layers=layers, window=window,
+                  element_type=ELEMENT_TYPES[element], arch=dequant_matvec.triton_arch(target.arch))
     try:
-        return PagedAttentionSpec(batch, kv_heads, heads // kv_heads, head_dim, block_size, table.shape[1], blocks,
-                                  layers, acc.shape[2], window, ELEMENT_TYPES[element],
-                                  dequant_matvec.triton_arch(target.arch))
+        if ir.StringAttr(decl.attributes[KERNEL_ATTR]).value == "paged_prefill_attention":
+            return PrefillAttentionSpec(batch=q.shape[0], length=q.shape[2], **common)
+        return PagedAttentionSpec(batch=q.shape[0], splits=call.results[0].type.shape[2], **common)
     except ValueError as e:
         return str(e)
 
 
+def _is_decode(spec) -> bool:
+    return hasattr(spec, "splits")
+
+
 def external_kernel(spec):
     """The compiled kernel as an extern_dispatch.ExternalKernel, with its report rows."""
-    from inferx_compiler.kernels import triton_paged_attention
+    from inferx_compiler.kernels import triton_paged_attention, triton_prefill_attention
     from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
     from inferx_compiler.passes.support.extern_dispatch import ExternalKernel
 
-    compiled = triton_paged_attention.compile_kernel(spec)
+    module = triton_paged_attention if _is_decode(spec) else triton_prefill_attention
+    compiled = module.compile_kernel(spec)
     positions = spec.table_width * spec.block_size
-    report = {"root": f"inferx_paged_attention (Triton, sm_{spec.arch})", "kind": "attention",
-              "element_type": spec.element_type, "loops": [spec.batch, spec.heads, positions, spec.head_dim],
-              "flops": 4 * spec.batch * spec.heads * positions * spec.head_dim, "linalg_ops": 0,
-              "fused": ["block-table read", "online softmax"]}
-    config = {"source": "rule (inferx-paged-attention)",
-              "signature": f"decode attention b{spec.batch} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}",
-              "config": f"{spec.rows} query rows, {spec.block_n} positions a step, {spec.splits} splits, "
-                        f"{spec.warps} warps, {spec.stages} stages" + (f", window {spec.window}" if spec.window else ""),
-              "candidates": 0}
-    return ExternalKernel(f"inferx_paged_attention_{spec.key()[-16:]}", compiled.name, compiled.ptx, spec.grid,
-                          compiled.threads, compiled.shared_bytes, read_only=triton_paged_attention.INPUTS,
-                          written=compiled.parameters - triton_paged_attention.INPUTS,
-                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, config)),
+    queries = 1 if _is_decode(spec) else spec.length
+    name = "inferx_paged_attention" if _is_decode(spec) else "inferx_prefill_attention"
+    report = {"root": f"{name} (Triton, sm_{spec.arch})",
+              "kind": "attention", "element_type": spec.element_type,
+              "loops": [spec.batch, spec.heads, queries, positions + queries - 1, spec.head_dim],
+              "flops": 4 * spec.batch * spec.heads * queries * (positions + queries) * spec.head_dim,
+              "linalg_ops": 0, "fused": ["block-table read", "online softmax"]}
+    if _is_decode(spec):
+        signature = f"decode attention b{spec.batch} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}"
+        config = f"{spec.rows} query rows, {spec.block_n} positions a step, {spec.splits} splits"
+    else:
+        signature = f"prefill attention b{spec.batch} t{spec.length} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}"
+        config = f"{spec.block_m} query rows, {spec.block_n} positions a step"
+    config += f", {spec.warps} warps, {spec.stages} stages" + (f", window {spec.window}" if spec.window else "")
+    return ExternalKernel(f"{name}_{spec.key()[-16:]}", compiled.name, compiled.ptx,
+                          spec.grid, compiled.threads, compiled.shared_bytes, read_only=module.INPUTS,
+                          written=compiled.parameters - module.INPUTS,
+                          annotations=((REPORT_ATTR, report), (CONFIG_ATTR, {
+                              "source": "rule (inferx-paged-attention)", "signature": signature, "config": config,
+                              "candidates": 0})),
                           scratch_bytes=compiled.scratch_bytes)
 
 
@@ -142,7 +165,7 @@ def _declarations(module) -> dict:
     for op in module.regions[0].blocks[0].operations:
         op = op.operation
         if (op.name == "func.func" and KERNEL_ATTR in op.attributes
-                and ir.StringAttr(op.attributes[KERNEL_ATTR]).value == PAGED_ATTENTION):
+                and ir.StringAttr(op.attributes[KERNEL_ATTR]).value in KERNELS):
             found[ir.StringAttr(op.attributes["sym_name"]).value] = op
     return found
 

@@ -1,9 +1,9 @@
-"""Decode attention through our paged-attention kernel (CUDA builds of generation models).
+"""Attention through our paged-attention kernels (CUDA builds of generation models).
 
-What runs without a GPU: the Triton kernel in Triton's interpreter against its torch definition
-(ragged batches, splits, a sliding window, grouped and plain heads), the decoder attending
-through the kernel's op against its own attention written out (every family member, several
-decode steps), the op's way through torch.export, torch-mlir and our call rewriting, and an
+What runs without a GPU: the decode and prefill Triton kernels in Triton's interpreter against
+their torch definitions (ragged batches, splits, a sliding window, grouped and plain heads, first
+and later chunks), the decoder attending through the kernels' ops against its own attention
+written out (every family member, a prefill and several decode steps), the op's way through torch.export, torch-mlir and our call rewriting, and an
 h100 build whose decode entries dispatch the kernel over the cache in place. The kernel's
 numbers on a GPU: tools/bench/gpu_paged_attention.py (docs/bench).
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import zipfile
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -65,20 +64,62 @@ print(json.dumps({"acc": (acc - ref_acc).abs().max().item(), "stats": (stats - r
 @pytest.mark.parametrize("case", KERNEL_CASES, ids=lambda c: f"b{c[0]}-g{c[2]}-s{c[5]}-w{c[6]}")
 def test_kernel_matches_its_definition_in_the_interpreter(case):
     pytest.importorskip("triton")
+    err = _interpret(_INTERPRETED, case)
+    # the sums of p.v are O(10): f16 p rounded at another running max differs by ~1e-3; a wrong
+    # position, block or mask is off by O(1)
+    assert err["written"] and err["acc_scale"] > 1.0
+    assert err["stats"] < 1e-4 and err["acc"] < 5e-3, err
+
+
+# (batch, kv heads, group, head_dim, chunk length, starts, window): a first chunk (start 0) beside a
+# later one, a chunk length that is not a tile multiple, a window shorter than the chunk
+PREFILL_CASES = [
+    (2, 2, 2, 32, 64, [0, 37], 0),
+    (1, 2, 3, 16, 10, [21], 0),
+    (2, 1, 2, 16, 64, [50, 5], 12),
+]
+
+_PREFILL_INTERPRETED = """
+import json, sys
+import torch
+from test_paged_attention import _cache_case
+from inferx_compiler.frontend.llm.paged_attention import prefill_reference
+from inferx_compiler.kernels.triton_prefill_attention import PrefillAttentionSpec, launch_interpreted
+batch, kv_heads, group, head_dim, length, starts, window = json.loads(sys.argv[1])
+_, cache, table, start, layer = _cache_case(batch, kv_heads, group, head_dim, starts, width=9)
+gen = torch.Generator().manual_seed(5)
+q = (torch.randn(batch, kv_heads * group, length, head_dim, generator=gen) / head_dim ** 0.5).half()
+k, v = (torch.randn(batch, kv_heads, length, head_dim, generator=gen).half() for _ in range(2))
+spec = PrefillAttentionSpec(batch, length, kv_heads, group, head_dim, 16, table.shape[1], cache.shape[2],
+                            cache.shape[0], window)
+out = launch_interpreted(spec, q, k, v, cache, table, start, layer)
+ref = prefill_reference(q, k, v, cache, table, start, layer, window)
+print(json.dumps({"err": (out.float() - ref.float()).abs().max().item(), "nan": bool(torch.isnan(out).any()),
+                  "scale": ref.float().abs().max().item()}))
+"""
+
+
+def _interpret(program: str, case) -> dict:
     import os
     import subprocess
     import sys
 
     here = os.path.dirname(__file__)
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-c", _INTERPRETED, json.dumps(case)], env=env, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run([sys.executable, "-c", program, json.dumps(case)], env=env, capture_output=True, text=True,
+                         timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    err = json.loads(run.stdout.strip().splitlines()[-1])
-    # the sums of p.v are O(10): f16 p rounded at another running max differs by ~1e-3; a wrong
-    # position, block or mask is off by O(1)
-    assert err["written"] and err["acc_scale"] > 1.0
-    assert err["stats"] < 1e-4 and err["acc"] < 5e-3, err
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", PREFILL_CASES, ids=lambda c: f"b{c[0]}-g{c[2]}-t{c[4]}-w{c[6]}")
+def test_prefill_kernel_matches_the_decoder_attention_in_the_interpreter(case):
+    """The prefill kernel's f16 output against the decoder's own attention (f16 products, f32
+    softmax): an element or two of f16 rounding apart; a wrong mask or key is off by O(0.1)."""
+    pytest.importorskip("triton")
+    err = _interpret(_PREFILL_INTERPRETED, case)
+    assert not err["nan"] and err["scale"] > 0.5
+    assert err["err"] < 4e-3, err
 
 
 def test_splits_combine_to_the_softmax_over_every_visible_key():
@@ -189,8 +230,8 @@ def test_which_builds_use_the_kernel(tmp_path):
 
 
 def test_an_h100_build_dispatches_the_kernel_over_the_cache_in_place(tmp_path):
-    """A tiny Llama built for h100 (no GPU needed): each decode entry dispatches the kernel once a
-    layer, binds the caller's cache in place and copies none of it; prefill keeps IREE's form."""
+    """A tiny Llama built for h100 (no GPU needed): each decode and prefill entry dispatches its
+    kernel once a layer, binds the caller's cache in place and copies none of it."""
     pytest.importorskip("triton")
     class_name, config = family_configs()["llama3_rope_untied"]
     save_tiny(tmp_path, class_name, config)
@@ -200,15 +241,17 @@ def test_an_h100_build_dispatches_the_kernel_over_the_cache_in_place(tmp_path):
     with zipfile.ZipFile(out) as z:
         report = json.loads(z.read("report.json"))
         manifest = json.loads(z.read("manifest.json"))
-    assert manifest["generation"]["decode_attention"].startswith("inferx paged-attention kernel")
+    assert manifest["generation"]["attention"].startswith("inferx paged-attention kernels")
     decisions = [d for d in report["decisions"] if d["pass"] == "inferx-paged-attention"]
-    assert len(decisions) == config.num_hidden_layers and all(d["function"] == "decode_b2" for d in decisions)
-    kernels = [d for d in report["dispatches"] if d.get("config_source") == "rule (inferx-paged-attention)"]
-    assert kernels and all(d["kind"] == "attention" for d in kernels)
+    for entry, what in (("decode_b2", "decode attention"), ("prefill_b2_t8", "prefill attention")):
+        mine = [d for d in decisions if d["function"] == entry]
+        assert len(mine) == config.num_hidden_layers and all(d["decision"].startswith(what) for d in mine), mine
+    kernels = {d["root"].split()[0] for d in report["dispatches"] if d.get("config_source") == "rule (inferx-paged-attention)"}
+    assert kernels == {"inferx_paged_attention", "inferx_prefill_attention"}
     cache = manifest["generation"]["cache"]
     cache_bytes = 2 * config.num_hidden_layers * 2 * cache["blocks"] * config.num_key_value_heads \
         * cache["block_size"] * cache["row"]
-    step = report["functions"]["decode_b2"]
-    assert step["in_place_bytes"] == cache_bytes
-    assert step["largest_copy_bytes"] < cache_bytes // (4 * config.num_hidden_layers), step
-    assert np.isfinite(step["dispatches"])
+    for entry in ("decode_b2", "prefill_b2_t8"):
+        step = report["functions"][entry]
+        assert step["in_place_bytes"] == cache_bytes
+        assert step["largest_copy_bytes"] < cache_bytes // (4 * config.num_hidden_layers), step

@@ -204,9 +204,9 @@ class GatheredCache:
 
 @dataclass
 class KernelCache:
-    """A decode step (T = 1) attending through our paged-attention kernel (paged_attention.py):
-    the whole cache, the table and the step's positions go to the kernel, which reads layer
-    `layer`'s blocks where they lie."""
+    """Attention through our paged-attention kernels (paged_attention.py): the whole cache, the
+    table and the chunk's first positions go to the kernel, which reads layer `layer`'s blocks
+    where they lie; a decode step (T = 1) in `splits` splits, a prefill chunk causally."""
 
     cache: torch.Tensor
     table: torch.Tensor
@@ -218,10 +218,15 @@ class KernelCache:
     def attend(self, qg, k, v):
         from inferx_compiler.frontend.llm import paged_attention
 
-        B, kvh, g, d = qg.shape
-        out = paged_attention.attend(qg.reshape(B, kvh * g, d), k, v, self.cache, self.table, self.start,
-                                     self.layer, self.splits, self.window)
-        return out.reshape(B, kvh, g, d)
+        B, kvh, rows, d = qg.shape
+        T = k.shape[2]
+        if T == 1:
+            out = paged_attention.attend(qg.reshape(B, rows * kvh, d), k, v, self.cache, self.table, self.start,
+                                         self.layer, self.splits, self.window)
+        else:
+            out = paged_attention.attend_chunk(qg.reshape(B, kvh * rows // T, T, d), k, v, self.cache, self.table,
+                                               self.start, self.layer, self.window)
+        return out.reshape(B, kvh, rows, d)
 
 
 class MLP(nn.Module):
@@ -314,23 +319,13 @@ class LlamaDecoder(nn.Module):
         pos = start[:, None] + t_idx[None, :]  # [B, T]
         cos, sin = rope_cos_sin(self.inv_freq, pos)
         cos, sin = cos.to(self.dtype), sin.to(self.dtype)
-        s_idx = torch.arange(S, dtype=torch.int64)
-        cache_mask = s_idx[None, None, :] < start[:, None, None]  # [B, 1, S] -> [B,T,S]
-        if cfg.sliding_window:
-            cache_mask = cache_mask & (pos[:, :, None] - s_idx[None, None, :] < cfg.sliding_window)
-        else:
-            cache_mask = cache_mask.expand(B, T, S)
-        cache_mask = cache_mask[:, None, None]  # [B, 1, 1, T, S]
-        self_mask = t_idx[None, :] <= t_idx[:, None]  # [T(query), T(key)]
-        if cfg.sliding_window:
-            self_mask = self_mask & (t_idx[:, None] - t_idx[None, :] < cfg.sliding_window)
-        self_mask = self_mask[None, None, None]
+        cache_mask, self_mask = attention_masks(start, T, S, cfg.sliding_window)
 
         x = self.embed(tokens)
         new_k, new_v = [], []
         int8 = cache.dtype == torch.int8
-        kernel = self.kernel_attention is not None and T == 1 and not int8
-        splits = self.kernel_attention.splits(B, cfg.kv_heads, S) if kernel else 0
+        kernel = self.kernel_attention is not None and not int8
+        splits = self.kernel_attention.splits(B, cfg.kv_heads, S) if kernel and T == 1 else 0
         for i, layer in enumerate(self.layers):
             if kernel:
                 view = KernelCache(cache, table, start, i, splits, cfg.sliding_window or 0)
@@ -349,6 +344,25 @@ class LlamaDecoder(nn.Module):
         last = (lens - 1).clamp(min=0)
         h = torch.gather(x, 1, last[:, None, None].expand(B, 1, cfg.hidden))[:, 0]
         return self.logits(h)
+
+
+def attention_masks(start: torch.Tensor, T: int, S: int, window) -> tuple[torch.Tensor, torch.Tensor]:
+    """(cache_mask [B,1,1,T,S], self_mask [1,1,1,T,T]) of a chunk of T tokens at positions
+    start[b] + t over a table of S positions: cached key s is visible iff s < start[b] (and, with
+    a sliding window, start[b] + t - s < window); new key j iff j <= t (and t - j < window)."""
+    B = start.shape[0]
+    t_idx = torch.arange(T, dtype=torch.int64)
+    s_idx = torch.arange(S, dtype=torch.int64)
+    cache_mask = s_idx[None, None, :] < start[:, None, None]  # [B, 1, S] -> [B,T,S]
+    if window:
+        pos = start[:, None] + t_idx[None, :]
+        cache_mask = cache_mask & (pos[:, :, None] - s_idx[None, None, :] < window)
+    else:
+        cache_mask = cache_mask.expand(B, T, S)
+    self_mask = t_idx[None, :] <= t_idx[:, None]  # [T(query), T(key)]
+    if window:
+        self_mask = self_mask & (t_idx[:, None] - t_idx[None, :] < window)
+    return cache_mask[:, None, None], self_mask[None, None, None]
 
 
 def write_cache(cache: torch.Tensor, kv: torch.Tensor, pos: torch.Tensor, lens: torch.Tensor,

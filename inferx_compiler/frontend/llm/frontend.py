@@ -157,8 +157,8 @@ class LlmFrontend:
                              if geometry.int8 else {})},
                       "chat_template": self.model.chat_template, "tokenizer": TOKENIZER_MEMBER,
                       "weights": record, "quantization": self.quantization,
-                      "decode_attention": ("inferx paged-attention kernel (Triton)" if self.kernel_attention
-                                           else "compiled by IREE"),
+                      "attention": ("inferx paged-attention kernels (Triton): decode and prefill"
+                                    if self.kernel_attention else "compiled by IREE"),
                       "notes": list(self.model.notes)}
         self._keys = keys
         return ImportedModel(module_op, [], [], weights, {}, info, generation=generation,

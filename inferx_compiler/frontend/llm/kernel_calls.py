@@ -1,7 +1,7 @@
 """Our kernels' ops from torch-mlir's FX import to IREE's context, as calls.
 
-torch.export keeps `inferx::paged_attention_partials` (frontend/llm/paged_attention.py) as one
-node, and torch-mlir's FX importer writes it as
+torch.export keeps `inferx::paged_attention_partials` and `inferx::paged_prefill_attention`
+(frontend/llm/paged_attention.py) as one node each, and torch-mlir's FX importer writes them as
 
     %r:2 = torch.operator "torch.inferx.paged_attention_partials"(%q, %cache, %table, %start,
                                                                   %layer, %splits, %window)
@@ -13,22 +13,32 @@ each by a call of a private declaration on builtin tensors:
         tensor<BxHxSx2xf32>) attributes {inferx.kernel = "paged_attention", inferx.window = W}
     %r:2 = call @inferx_paged_attention_0(...)
 
-(one declaration a signature; the integer operands become the declaration's attributes: the
-split count is the results' third dimension), bridged with torch_c's conversions, which the
-pipeline folds away. passes/paged_attention.py replaces each call by the kernel's dispatch in
+(one declaration a signature; the window becomes the declaration's attribute, the decode split
+count is the results' third dimension; the prefill op's kernel is "paged_prefill_attention"),
+bridged with torch_c's conversions, which the pipeline folds away. passes/paged_attention.py replaces each call by the kernel's dispatch in
 IREE's context. `lower` runs the pipeline without its backend-contract check, which rejects
 calls, and checks instead that no torch op is left.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from inferx_compiler.errors import ModelLoadError
-from inferx_compiler.frontend.llm.paged_attention import TORCH_OPERATOR
+from inferx_compiler.frontend.llm.paged_attention import PREFILL_TORCH_OPERATOR, TORCH_OPERATOR
 
 KERNEL_ATTR = "inferx.kernel"
 WINDOW_ATTR = "inferx.window"
-PAGED_ATTENTION = "paged_attention"
-TENSOR_OPERANDS = 5  # q, cache, table, start, layer; then splits and window (!torch.int)
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    kernel: str  # the declaration's inferx.kernel (passes/paged_attention.py reads it)
+    tensors: int  # leading tensor operands; the window (!torch.int) is the last operand
+
+
+KERNEL_OPS = {TORCH_OPERATOR: KernelOp("paged_attention", 5),  # q, cache, table, start, layer; splits, window
+              PREFILL_TORCH_OPERATOR: KernelOp("paged_prefill_attention", 7)}  # q, k, v, cache, table, start, layer
 
 
 def operators(module_op) -> list:
@@ -38,7 +48,7 @@ def operators(module_op) -> list:
     found = []
 
     def visit(op):
-        if op.name == "torch.operator" and ir.StringAttr(op.attributes["name"]).value == TORCH_OPERATOR:
+        if op.name == "torch.operator" and ir.StringAttr(op.attributes["name"]).value in KERNEL_OPS:
             found.append(op)
         return ir.WalkResult.ADVANCE
 
@@ -69,16 +79,18 @@ def _replace(module_op, op, declared: dict) -> None:
 
     from inferx_compiler.internals import builtin_tensor_type
 
+    kind = KERNEL_OPS[ir.StringAttr(op.attributes["name"]).value]
     operands = list(op.operands)
-    window = _int_constant(operands[TENSOR_OPERANDS + 1], op)
+    window = _int_constant(operands[-1], op)
     with ir.InsertionPoint(op), op.location:
         inputs = [ir.Operation.create("torch_c.to_builtin_tensor", results=[builtin_tensor_type(v.type)],
-                                      operands=[v]).result for v in operands[:TENSOR_OPERANDS]]
+                                      operands=[v]).result for v in operands[:kind.tensors]]
         results = [builtin_tensor_type(r.type) for r in op.results]
         function_type = ir.FunctionType.get([v.type for v in inputs], results)
-        key = (str(function_type), window)
+        key = (kind.kernel, str(function_type), window)
         if key not in declared:
-            declared[key] = _declare(module_op, f"inferx_paged_attention_{len(declared)}", function_type, window)
+            declared[key] = _declare(module_op, f"inferx_{kind.kernel}_{len(declared)}", function_type, kind.kernel,
+                                     window)
         call = func.CallOp(results, ir.FlatSymbolRefAttr.get(declared[key]), inputs)
         for old, new in zip(list(op.results), list(call.results)):
             back = ir.Operation.create("torch_c.from_builtin_tensor", results=[old.type], operands=[new]).result
@@ -86,14 +98,14 @@ def _replace(module_op, op, declared: dict) -> None:
     op.erase()
 
 
-def _declare(module_op, name: str, function_type, window: int) -> str:
+def _declare(module_op, name: str, function_type, kernel: str, window: int) -> str:
     from torch_mlir import ir
     from torch_mlir.dialects import func
 
     body = module_op.regions[0].blocks[0]
     with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
         decl = func.FuncOp(name, function_type, visibility="private")
-        decl.attributes[KERNEL_ATTR] = ir.StringAttr.get(PAGED_ATTENTION)
+        decl.attributes[KERNEL_ATTR] = ir.StringAttr.get(kernel)
         decl.attributes[WINDOW_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), window)
     return name
 
@@ -103,7 +115,7 @@ def _int_constant(value, op) -> int:
 
     owner = getattr(value.owner, "operation", None)  # (a block argument's owner is its block)
     if owner is None or owner.name != "torch.constant.int":
-        raise ModelLoadError(f"{TORCH_OPERATOR} at {op.location}: its integer operands must be constants")
+        raise ModelLoadError(f"{op.attributes['name']} at {op.location}: its integer operands must be constants")
     return ir.IntegerAttr(owner.attributes["value"]).value
 
 

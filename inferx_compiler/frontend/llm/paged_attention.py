@@ -30,7 +30,10 @@ import torch
 from inferx_compiler.kernels.triton_paged_attention import BLOCK_N, NEG
 
 OP_NAME = "inferx::paged_attention_partials"
-TORCH_OPERATOR = "torch.inferx.paged_attention_partials"  # how torch-mlir's FX importer names it
+PREFILL_OP_NAME = "inferx::paged_prefill_attention"
+# how torch-mlir's FX importer names them
+TORCH_OPERATOR = "torch.inferx.paged_attention_partials"
+PREFILL_TORCH_OPERATOR = "torch.inferx.paged_prefill_attention"
 PROGRAMS_PER_SM = 2
 
 
@@ -143,3 +146,35 @@ def attend(q, k_new, v_new, cache, table, start, layer: int, splits: int, window
     index = torch.full((1,), layer, dtype=torch.int32)
     acc, stats = torch.ops.inferx.paged_attention_partials(q, cache, table, start, index, splits, window)
     return combine(acc, stats, q, k_new, v_new)
+
+
+def prefill_reference(q, k_new, v_new, cache, table, start, layer, window: int):
+    """What the prefill kernel computes, in torch (the decoder's own attention): q [B, H, T, D]
+    scaled, k_new/v_new [B, kvh, T, D], cache, table, start [B] (the chunk's first position), layer
+    [1] i32 -> [B, H, T, D] in q's dtype."""
+    from inferx_compiler.frontend.llm.decoder import GatheredCache, attention_masks, read_blocks
+
+    B, H, T, D = q.shape
+    kvh = cache.shape[3]
+    i = layer.reshape(()).long()
+    k_cache, v_cache = read_blocks(cache[i, 0], table), read_blocks(cache[i, 1], table)
+    cache_mask, self_mask = attention_masks(start, T, k_cache.shape[2], window)
+    out = GatheredCache(k_cache, v_cache, cache_mask, self_mask).attend(q.reshape(B, kvh, H // kvh * T, D), k_new, v_new)
+    return out.reshape(B, H, T, D)
+
+
+@torch.library.custom_op(PREFILL_OP_NAME, mutates_args=())
+def paged_prefill_attention(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: torch.Tensor,
+                            table: torch.Tensor, start: torch.Tensor, layer: torch.Tensor, window: int) -> torch.Tensor:
+    return prefill_reference(q, k_new, v_new, cache, table, start, layer, window).contiguous()
+
+
+@paged_prefill_attention.register_fake
+def _(q, k_new, v_new, cache, table, start, layer, window):
+    return torch.empty_like(q)
+
+
+def attend_chunk(q, k_new, v_new, cache, table, start, layer: int, window: int):
+    """A prefill chunk's attention through the op: q [B, H, T, D] scaled -> [B, H, T, D]."""
+    index = torch.full((1,), layer, dtype=torch.int32)
+    return torch.ops.inferx.paged_prefill_attention(q, k_new, v_new, cache, table, start, index, window)

@@ -56,3 +56,26 @@ func.func @other_call(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// A prefill chunk (batch 1, 32 tokens, 8 heads over 2 KV heads) attends through the prefill
+// kernel: it reads q, the chunk's own keys and values and the cache; 1 x 2 programs (batch x KV
+// heads) by 2 tiles of 64 query rows (4 heads x 32 tokens a KV head), one output, then Triton's
+// scratch.
+// AMPERE: remark: inferx-paged-attention: prefill attention: batch 1 x 32 tokens, 8 heads over 2 KV heads, f16 cache in blocks of 16: our kernel (Triton, sm_80)
+// CHECK:       hal.executable.source private @[[EXE:inferx_prefill_attention_[0-9a-f]+]]
+// CHECK:           %[[PROGRAMS:.+]] = arith.constant 2 : index
+// CHECK:           %[[TILES:.+]] = arith.constant 2 : index
+// CHECK:           hal.return %[[PROGRAMS]], %[[TILES]], %{{.+}}
+// CHECK:         config = "64 query rows, 64 positions a step, 4 warps, 2 stages", signature = "prefill attention b1 t32 h8/2 d64"
+// CHECK-LABEL: func.func @prefill_b1_t32(
+// CHECK:         %[[R:.+]]:3 = flow.dispatch @[[EXE]]::@prefill_attention_kernel(%{{.+}}) : (tensor<1x8x32x64xf16>, tensor<1x2x32x64xf16>, tensor<1x2x32x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<1x4xi64>, tensor<1xi64>, tensor<1xi32>) -> (tensor<1x8x32x64xf16>, tensor<{{[0-9]+}}xi8>, tensor<{{[0-9]+}}xi8>)
+// CHECK:         return %[[R]]#0
+func.func private @inferx_paged_prefill_attention_0(tensor<1x8x32x64xf16>, tensor<1x2x32x64xf16>, tensor<1x2x32x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<1x4xi64>, tensor<1xi64>, tensor<1xi32>) -> tensor<1x8x32x64xf16> attributes {inferx.kernel = "paged_prefill_attention", inferx.window = 0 : i64}
+func.func @prefill_b1_t32(%q: tensor<1x8x32x64xf16>, %k: tensor<1x2x32x64xf16>, %v: tensor<1x2x32x64xf16>, %cache: tensor<2x2x9x2x16x64xf16>, %table: tensor<1x4xi64>, %start: tensor<1xi64>) -> tensor<1x8x32x64xf16> {
+  %layer = arith.constant dense<0> : tensor<1xi32>
+  // expected-remark @+1 {{inferx-paged-attention: prefill attention: batch 1 x 32 tokens, 8 heads over 2 KV heads, f16 cache in blocks of 16: our kernel (Triton, sm_90)}}
+  %out = call @inferx_paged_prefill_attention_0(%q, %k, %v, %cache, %table, %start, %layer) : (tensor<1x8x32x64xf16>, tensor<1x2x32x64xf16>, tensor<1x2x32x64xf16>, tensor<2x2x9x2x16x64xf16>, tensor<1x4xi64>, tensor<1xi64>, tensor<1xi32>) -> tensor<1x8x32x64xf16>
+  return %out : tensor<1x8x32x64xf16>
+}
