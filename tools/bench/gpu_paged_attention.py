@@ -100,6 +100,58 @@ def case(batch, heads, kv_heads, head_dim, context, window, sms, rate):
     return row
 
 
+PREFILL_SHAPES = [  # (batch, heads, kv heads, head_dim, chunk, start, window)
+    (1, 32, 8, 128, 512, 0, 0), (1, 32, 8, 128, 512, 1536, 0), (1, 32, 8, 128, 128, 1920, 0), (2, 14, 2, 64, 100, 40, 32),
+]
+
+
+def prefill_case(batch, heads, kv_heads, head_dim, length, first, window, rate):
+    """The prefill kernel against the decoder's attention (prefill_reference) and, for time, torch
+    SDPA (causal) over a contiguous copy of the same keys (cache + chunk)."""
+    import torch
+    import torch.nn.functional as F
+    import triton
+
+    from inferx_compiler.frontend.llm.paged_attention import prefill_reference
+    from inferx_compiler.kernels.triton_prefill_attention import PrefillAttentionSpec, kernel_function
+
+    dev = DEVICE
+    width = -(-(first + length) // BLOCK)
+    blocks = 1 + batch * width
+    gen = torch.Generator(device=dev).manual_seed(length + first)
+    cache = torch.randn(2, 2, blocks, kv_heads, BLOCK, head_dim, generator=gen, device=dev).half()
+    table = (1 + torch.randperm(blocks - 1, generator=torch.Generator().manual_seed(first))[: batch * width]).view(
+        batch, width).to(dev)
+    start = torch.full((batch,), first, dtype=torch.int64, device=dev)
+    layer = torch.tensor([1], dtype=torch.int32, device=dev)
+    q = (torch.randn(batch, heads, length, head_dim, generator=gen, device=dev) / head_dim ** 0.5).half()
+    k = torch.randn(batch, kv_heads, length, head_dim, generator=gen, device=dev).half()
+    v = torch.randn_like(k)
+    spec = PrefillAttentionSpec(batch, length, kv_heads, heads // kv_heads, head_dim, BLOCK, width, blocks, 2, window)
+    out = torch.full_like(q, float("nan"))
+    kernel = kernel_function()
+
+    def run():
+        kernel[spec.grid[:2]](q, k, v, cache, table, start, layer, out, **spec.constants(), num_warps=spec.warps,
+                              num_stages=spec.stages)
+
+    run()
+    ref = prefill_reference(q, k, v, cache, table, start, layer, window).float()
+    rel = float((out.float() - ref).norm() / ref.norm())
+    row = dict(kind="prefill", batch=batch, heads=heads, kv_heads=kv_heads, head_dim=head_dim, chunk=length,
+               start=first, window=window, rel_l2=rel, nan=bool(torch.isnan(out).any()))
+    if dev != "cuda":
+        return row
+    ms = triton.testing.do_bench(run, return_mode="median")
+    keys = torch.randn(batch, heads, first + length, head_dim, generator=gen, device=dev).half()
+    mask = torch.ones(length, first + length, dtype=torch.bool, device=dev).tril(first)
+    ms_sdpa = triton.testing.do_bench(lambda: F.scaled_dot_product_attention(q, keys, keys, attn_mask=mask),
+                                      return_mode="median")
+    flops = 4 * batch * heads * length * (first + length / 2) * head_dim
+    row.update(kernel_us=1e3 * ms, sdpa_masked_us=1e3 * ms_sdpa, tflops=flops / (ms * 1e-3) / 1e12)
+    return row
+
+
 def _reference(q, cache, table, start, layer, k_new, v_new, window):
     """float64 softmax attention of each query over its visible cached keys and its own new key."""
     import torch
@@ -130,8 +182,9 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if DEVICE != "cuda":  # the checks only
         for shape in SHAPES[3:]:
-            r = case(*shape, 132, 1.0)
-            print(r, flush=True)
+            print(case(*shape, 132, 1.0), flush=True)
+        for shape in PREFILL_SHAPES[3:]:
+            print(prefill_case(*shape, 1.0), flush=True)
         return 0
     props = torch.cuda.get_device_properties(0)
     rate = copy_rate()
@@ -144,6 +197,13 @@ def main(argv=None) -> int:
         print(f"{r['batch']:4d} {r['heads']:3d}/{r['kv_heads']:<3d} {r['head_dim']:3d} {r['context']:4d} {r['window']:4d} "
               f"{r['splits']:5d} {r['rel_l2']:8.1e} {r['kernel_us']:10.1f} {r['kernel_combine_us']:9.1f} "
               f"{r['sdpa_us']:8.1f} {r['floor_us']:9.1f}", flush=True)
+    print("prefill:  B  H/kvh   D chunk start win   rel_l2  kernel us  sdpa(masked) us  TFLOP/s", flush=True)
+    for shape in PREFILL_SHAPES:
+        r = prefill_case(*shape, rate)
+        rows.append(r)
+        print(f"        {r['batch']:3d} {r['heads']:3d}/{r['kv_heads']:<3d} {r['head_dim']:3d} {r['chunk']:5d} {r['start']:5d} "
+              f"{r['window']:3d} {r['rel_l2']:8.1e} {r['kernel_us']:10.1f} {r['sdpa_masked_us']:16.1f} "
+              f"{r['tflops']:8.1f}", flush=True)
     with open(a.json, "w") as f:
         json.dump({"gpu": props.name, "sms": props.multi_processor_count, "copy_rate": rate, "torch": torch.__version__,
                    "rows": rows}, f, indent=1)
