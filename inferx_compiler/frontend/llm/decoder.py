@@ -351,8 +351,8 @@ def attention_masks(start: torch.Tensor, T: int, S: int, window) -> tuple[torch.
     start[b] + t over a table of S positions: cached key s is visible iff s < start[b] (and, with
     a sliding window, start[b] + t - s < window); new key j iff j <= t (and t - j < window)."""
     B = start.shape[0]
-    t_idx = torch.arange(T, dtype=torch.int64)
-    s_idx = torch.arange(S, dtype=torch.int64)
+    t_idx = torch.arange(T, dtype=torch.int64, device=start.device)
+    s_idx = torch.arange(S, dtype=torch.int64, device=start.device)
     cache_mask = s_idx[None, None, :] < start[:, None, None]  # [B, 1, S] -> [B,T,S]
     if window:
         pos = start[:, None] + t_idx[None, :]

@@ -95,12 +95,12 @@ def partials_reference(q, cache, table, start, layer, splits: int, window: int):
     values = read_blocks(cache[i, 1], table)
     P = keys.shape[2]
     scores = torch.matmul(q.reshape(B, kvh, g, D).float(), keys.transpose(-1, -2))  # [B, kvh, g, P]
-    pos = torch.arange(P)[None, :]
+    pos = torch.arange(P, device=q.device)[None, :]
     visible = pos < start[:, None]
     if window:
         visible = visible & (pos > start[:, None] - window)
     split = torch.div(pos, split_size(start, splits)[:, None], rounding_mode="floor")  # [B, P]
-    member = (split[:, :, None] == torch.arange(splits)[None, None, :]) & visible[:, :, None]  # [B, P, S]
+    member = (split[:, :, None] == torch.arange(splits, device=q.device)[None, None, :]) & visible[:, :, None]
     member = member[:, None, None]  # [B, 1, 1, P, S]
     s = torch.where(member, scores[..., None], NEG)  # [B, kvh, g, P, S]
     m = s.amax(dim=3)  # [B, kvh, g, S]
