@@ -1,18 +1,19 @@
 """inferx-paged-attention: a generation model's attention calls -> our paged-attention kernels' dispatches.
 
-A generation model built for a CUDA target attends through `inferx::paged_attention_partials`
+A generation model built for a CUDA target attends through `inferx::paged_decode_attention`
 (decode steps) and `inferx::paged_prefill_attention` (prefill chunks) (frontend/llm/
 paged_attention.py), which reach IREE's context as calls of private declarations marked
-`inferx.kernel = "paged_attention"` / `"paged_prefill_attention"` (frontend/llm/kernel_calls.py):
+`inferx.kernel = "paged_decode_attention"` / `"paged_prefill_attention"` (frontend/llm/kernel_calls.py):
 
-    %acc, %stats = call @inferx_paged_attention_0(%q, %cache, %table, %start, %layer)
+    %out = call @inferx_paged_decode_attention_0(%q, %k, %v, %cache, %table, %start, %layer)
     ->
-    %acc, %stats, %scratch:2 = flow.dispatch @inferx_paged_attention_<key>::@entry(%q, %cache, ...)
+    %acc, %stats, %s:2 = flow.dispatch @inferx_paged_attention_<key>::@entry(%q, %k, %v, %cache, ...)
+    %out, %s2:2 = flow.dispatch @inferx_paged_attention_combine_<key>::@entry(%acc, %stats)
 
 The kernels (kernels/triton_paged_attention.py, triton_prefill_attention.py, compiled for the
 target's architecture) read the cache through the block table where it lies, only the
-positions each sequence has: the decode kernel in splits of them (the results' third
-dimension), the prefill kernel as flash attention over the cached and the chunk's own keys.
+positions each sequence has: the decode kernel in splits of them (`inferx.splits`), combined
+by a second launch, the prefill kernel as flash attention over the cached and the chunk's own keys.
 IREE 3.13 compiled the same attention written out in linalg as serial 2561-wide softmax
 reductions, 48 of a Llama-3-8B decode step's 56 ms on an H100, and 54 of a 512-token prefill
 chunk's 70 ms (docs/bench/2026-12-07-h100-llama8b-decode-profile). The declarations go once
@@ -33,7 +34,8 @@ from inferx_compiler.passes.infra.base import PassFailure, TargetedPass
 
 KERNEL_ATTR = "inferx.kernel"  # (frontend/llm/kernel_calls.py writes these)
 WINDOW_ATTR = "inferx.window"
-KERNELS = ("paged_attention", "paged_prefill_attention")
+SPLITS_ATTR = "inferx.splits"
+KERNELS = ("paged_decode_attention", "paged_prefill_attention")
 ELEMENT_TYPES = {"f16": "f16", "bf16": "bf16"}
 
 
@@ -72,15 +74,21 @@ class PagedAttention(TargetedPass):
         spec = kernel_spec(call, decl, target)
         if isinstance(spec, str):
             raise PassFailure(f"the call of @{_callee(call)} cannot run: {spec}", call)
-        kernel = external_kernel(spec)
-        if not is_declared(module, kernel.name):
-            declare(module, kernel)
-        outputs = len(call.results)
+        kernels = external_kernels(spec)
+        for kernel in kernels:
+            if not is_declared(module, kernel.name):
+                declare(module, kernel)
+        result = call.results[0]
         with ir.InsertionPoint(call), call.location:
-            results = dispatch(kernel, list(call.operands),
-                               [r.type for r in call.results] + scratch_types(kernel, outputs))
-        for old, new in zip(list(call.results), results):
-            old.replace_all_uses_with(new)
+            if _is_decode(spec):  # the splits, then their combine
+                f32 = ir.F32Type.get()
+                parts = [ir.RankedTensorType.get([spec.batch, spec.heads, spec.splits, n], f32)
+                         for n in (spec.head_dim, 2)]
+                acc, stats = dispatch(kernels[0], list(call.operands), parts + scratch_types(kernels[0], 2))[:2]
+                out = dispatch(kernels[1], [acc, stats], [result.type] + scratch_types(kernels[1], 1))[0]
+            else:
+                out = dispatch(kernels[0], list(call.operands), [result.type] + scratch_types(kernels[0], 1))[0]
+        result.replace_all_uses_with(out)
         what = (f"decode attention: batch {spec.batch}" if _is_decode(spec)
                 else f"prefill attention: batch {spec.batch} x {spec.length} tokens")
         how = f", {spec.splits} splits" if _is_decode(spec) else ""
@@ -92,7 +100,7 @@ class PagedAttention(TargetedPass):
 
 def kernel_spec(call, decl, target):
     """The kernel spec (PagedAttentionSpec or PrefillAttentionSpec) for `call`, or a string saying
-    why there is none."""
+    why there is none. Operands: q, k_new, v_new, cache, table, start, layer."""
     from iree.compiler import ir
 
     from inferx_compiler.kernels.triton_paged_attention import PagedAttentionSpec
@@ -104,8 +112,7 @@ def kernel_spec(call, decl, target):
     why = dequant_matvec.declined(target)
     if why:
         return why
-    types = [v.type for v in call.operands]
-    q, cache, table = types[0], types[-4], types[-3]
+    q, _, _, cache, table, _, _ = [v.type for v in call.operands]
     layers, _, blocks, kv_heads, block_size, head_dim = cache.shape
     element = str(cache.element_type)
     if element not in ELEMENT_TYPES:
@@ -117,7 +124,7 @@ def kernel_spec(call, decl, target):
     try:
         if ir.StringAttr(decl.attributes[KERNEL_ATTR]).value == "paged_prefill_attention":
             return PrefillAttentionSpec(batch=q.shape[0], length=q.shape[2], **common)
-        return PagedAttentionSpec(batch=q.shape[0], splits=call.results[0].type.shape[2], **common)
+        return PagedAttentionSpec(batch=q.shape[0], splits=ir.IntegerAttr(decl.attributes[SPLITS_ATTR]).value, **common)
     except ValueError as e:
         return str(e)
 
@@ -126,32 +133,42 @@ def _is_decode(spec) -> bool:
     return hasattr(spec, "splits")
 
 
-def external_kernel(spec):
-    """The compiled kernel as an extern_dispatch.ExternalKernel, with its report rows."""
-    from inferx_compiler.kernels import triton_paged_attention, triton_prefill_attention
+def external_kernels(spec) -> list:
+    """The compiled kernels (extern_dispatch.ExternalKernel, with their report rows): a decode
+    step's partials and combine, or a prefill chunk's one kernel."""
+    from inferx_compiler.kernels import triton_paged_attention as decode
+    from inferx_compiler.kernels import triton_prefill_attention as prefill
+
+    positions = spec.table_width * spec.block_size
+    if _is_decode(spec):
+        combine = decode.CombineSpec.of(spec)
+        return [_external("inferx_paged_attention", spec, decode.compile_kernel(spec), decode.INPUTS, {
+                    "loops": [spec.batch, spec.heads, positions + 1, spec.head_dim],
+                    "flops": 4 * spec.batch * spec.heads * (positions + 1) * spec.head_dim},
+                    f"decode attention b{spec.batch} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}",
+                    f"{spec.rows} query rows, {spec.block_n} positions a step, {spec.splits} splits"),
+                _external("inferx_paged_attention_combine", combine, decode.compile_kernel(combine),
+                          decode.COMBINE_INPUTS, {"loops": [combine.rows, spec.splits, spec.head_dim],
+                                                  "flops": 3 * combine.rows * spec.splits * spec.head_dim},
+                          f"decode attention combine b{spec.batch} h{spec.heads} s{spec.splits} d{spec.head_dim}",
+                          f"a program a (sequence, head), {spec.splits} splits")]
+    return [_external("inferx_prefill_attention", spec, prefill.compile_kernel(spec), prefill.INPUTS, {
+                "loops": [spec.batch, spec.heads, spec.length, positions + spec.length, spec.head_dim],
+                "flops": 4 * spec.batch * spec.heads * spec.length * (positions + spec.length) * spec.head_dim},
+                f"prefill attention b{spec.batch} t{spec.length} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}",
+                f"{spec.block_m} query rows, {spec.block_n} positions a step")]
+
+
+def _external(name: str, spec, compiled, inputs: int, sizes: dict, signature: str, config: str):
     from inferx_compiler.passes.infra.attributes import CONFIG_ATTR, REPORT_ATTR
     from inferx_compiler.passes.support.extern_dispatch import ExternalKernel
 
-    module = triton_paged_attention if _is_decode(spec) else triton_prefill_attention
-    compiled = module.compile_kernel(spec)
-    positions = spec.table_width * spec.block_size
-    queries = 1 if _is_decode(spec) else spec.length
-    name = "inferx_paged_attention" if _is_decode(spec) else "inferx_prefill_attention"
-    report = {"root": f"{name} (Triton, sm_{spec.arch})",
-              "kind": "attention", "element_type": spec.element_type,
-              "loops": [spec.batch, spec.heads, queries, positions + queries - 1, spec.head_dim],
-              "flops": 4 * spec.batch * spec.heads * queries * (positions + queries) * spec.head_dim,
-              "linalg_ops": 0, "fused": ["block-table read", "online softmax"]}
-    if _is_decode(spec):
-        signature = f"decode attention b{spec.batch} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}"
-        config = f"{spec.rows} query rows, {spec.block_n} positions a step, {spec.splits} splits"
-    else:
-        signature = f"prefill attention b{spec.batch} t{spec.length} h{spec.heads}/{spec.kv_heads} d{spec.head_dim}"
-        config = f"{spec.block_m} query rows, {spec.block_n} positions a step"
-    config += f", {spec.warps} warps, {spec.stages} stages" + (f", window {spec.window}" if spec.window else "")
-    return ExternalKernel(f"{name}_{spec.key()[-16:]}", compiled.name, compiled.ptx,
-                          spec.grid, compiled.threads, compiled.shared_bytes, read_only=module.INPUTS,
-                          written=compiled.parameters - module.INPUTS,
+    report = {"root": f"{name} (Triton, sm_{spec.arch})", "kind": "attention", "element_type": spec.element_type,
+              **sizes, "linalg_ops": 0, "fused": ["block-table read", "online softmax"]}
+    config += f", {spec.warps} warps, {spec.stages} stages" + (f", window {spec.window}" if getattr(spec, "window", 0)
+                                                                else "")
+    return ExternalKernel(f"{name}_{spec.key()[-16:]}", compiled.name, compiled.ptx, spec.grid, compiled.threads,
+                          compiled.shared_bytes, read_only=inputs, written=compiled.parameters - inputs,
                           annotations=((REPORT_ATTR, report), (CONFIG_ATTR, {
                               "source": "rule (inferx-paged-attention)", "signature": signature, "config": config,
                               "candidates": 0})),

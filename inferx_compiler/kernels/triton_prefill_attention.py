@@ -25,7 +25,7 @@ import hashlib
 import json
 from typing import Optional
 
-from inferx_compiler.kernels.triton_paged_attention import ELEMENT_TYPES, unsupported
+from inferx_compiler.kernels.triton_paged_attention import ELEMENT_TYPES, source_digest, unsupported
 
 tl = None  # triton.language, set by kernel_function (the kernel body reads it as a global)
 BLOCK_M = 64  # query rows a program
@@ -69,7 +69,7 @@ class PrefillAttentionSpec:
         return (self.batch * self.kv_heads, -(-self.group * self.length // self.block_m), 1)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + source_digest()
         return "prefill-attention-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def constants(self) -> dict:

@@ -22,7 +22,7 @@ from llm_models import family_configs, save_tiny  # noqa: E402
 from inferx_compiler.cli.compile import main as compile_main  # noqa: E402
 from inferx_compiler.frontend.llm import paged_attention  # noqa: E402
 from inferx_compiler.frontend.llm.decoder import LlamaDecoder, new_cache  # noqa: E402
-from inferx_compiler.frontend.llm.paged_attention import KernelAttention, combine, partials_reference  # noqa: E402
+from inferx_compiler.frontend.llm.paged_attention import KernelAttention, decode_reference  # noqa: E402
 
 
 def _cache_case(batch, kv_heads, group, head_dim, starts, blocks=12, block=16, width=5, dtype=torch.float16, seed=0):
@@ -48,15 +48,19 @@ _INTERPRETED = """
 import json, sys
 import torch
 from test_paged_attention import _cache_case
-from inferx_compiler.frontend.llm.paged_attention import partials_reference
+from inferx_compiler.frontend.llm.paged_attention import combine, partials_reference
 from inferx_compiler.kernels.triton_paged_attention import PagedAttentionSpec, launch_interpreted
 batch, kv_heads, group, head_dim, starts, splits, window = json.loads(sys.argv[1])
 q, cache, table, start, layer = _cache_case(batch, kv_heads, group, head_dim, starts)
+gen = torch.Generator().manual_seed(9)
+k, v = (torch.randn(batch, kv_heads, 1, head_dim, generator=gen).half() for _ in range(2))
 spec = PagedAttentionSpec(batch, kv_heads, group, head_dim, 16, table.shape[1], cache.shape[2], cache.shape[0],
                           splits, window)
-acc, stats = launch_interpreted(spec, q, cache, table, start, layer)
-ref_acc, ref_stats = partials_reference(q, cache, table, start, layer, splits, window)
+acc, stats, out = launch_interpreted(spec, q, k, v, cache, table, start, layer)
+ref_acc, ref_stats = partials_reference(q, k, v, cache, table, start, layer, splits, window)
+ref_out = combine(ref_acc, ref_stats, q.dtype)
 print(json.dumps({"acc": (acc - ref_acc).abs().max().item(), "stats": (stats - ref_stats).abs().max().item(),
+                  "out": (out.float() - ref_out.float()).abs().max().item(), "nan": bool(torch.isnan(out).any()),
                   "acc_scale": ref_acc.abs().max().item(), "written": bool((stats[..., 1] > 0).any())}))
 """
 
@@ -67,8 +71,8 @@ def test_kernel_matches_its_definition_in_the_interpreter(case):
     err = _interpret(_INTERPRETED, case)
     # the sums of p.v are O(10): f16 p rounded at another running max differs by ~1e-3; a wrong
     # position, block or mask is off by O(1)
-    assert err["written"] and err["acc_scale"] > 1.0
-    assert err["stats"] < 1e-4 and err["acc"] < 5e-3, err
+    assert err["written"] and err["acc_scale"] > 1.0 and not err["nan"]
+    assert err["stats"] < 1e-4 and err["acc"] < 5e-3 and err["out"] < 2e-3, err
 
 
 # (batch, kv heads, group, head_dim, chunk length, starts, window): a first chunk (start 0) beside a
@@ -123,8 +127,9 @@ def test_prefill_kernel_matches_the_decoder_attention_in_the_interpreter(case):
 
 
 def test_splits_combine_to_the_softmax_over_every_visible_key():
-    """combine(partials) with the step's own key equals a float64 softmax over the visible cached
-    keys and the new one, whatever the splits (so splits are only a schedule)."""
+    """The two launches' definition (the splits, the step's own key in split 0, their combine)
+    equals a float64 softmax over the visible cached keys and the new one, whatever the splits
+    (so splits are only a schedule)."""
     from inferx_compiler.frontend.llm.decoder import read_blocks
 
     q, cache, table, start, layer = _cache_case(2, 2, 3, 64, [37, 75], dtype=torch.float32)
@@ -140,8 +145,7 @@ def test_splits_combine_to_the_softmax_over_every_visible_key():
         visible = torch.cat([visible, torch.ones(2, 1, dtype=torch.bool)], 1)[:, None, None]
         want = torch.matmul(torch.softmax(scores.masked_fill(~visible, float("-inf")), -1), values).reshape(2, 6, 64)
         for splits in (1, 2, 5):
-            acc, stats = partials_reference(q, cache, table, start, layer, splits, window)
-            got = combine(acc, stats, q, k_new, v_new).double()
+            got = decode_reference(q, k_new, v_new, cache, table, start, layer, splits, window).double()
             assert torch.allclose(got, want, atol=1e-5), (window, splits)
 
 
@@ -205,7 +209,8 @@ def test_kernel_ops_become_calls_and_lower(tmp_path):
         assert len(decls) == 1
         assert ir.IntegerAttr(decls[0].operation.attributes[kernel_calls.WINDOW_ATTR]).value == cfg.sliding_window
         splits = KernelAttention(sms=8).splits(2, cfg.kv_heads, 64)
-        assert f"tensor<2x{cfg.heads}x{splits}x{cfg.head_dim}xf32>" in str(decls[0].operation.attributes["function_type"])
+        assert ir.IntegerAttr(decls[0].operation.attributes[kernel_calls.SPLITS_ATTR]).value == splits
+        assert f"-> tensor<2x{cfg.heads}x{cfg.head_dim}xf16>" in str(decls[0].operation.attributes["function_type"])
 
 
 def test_which_builds_use_the_kernel(tmp_path):
@@ -247,7 +252,7 @@ def test_an_h100_build_dispatches_the_kernel_over_the_cache_in_place(tmp_path):
         mine = [d for d in decisions if d["function"] == entry]
         assert len(mine) == config.num_hidden_layers and all(d["decision"].startswith(what) for d in mine), mine
     kernels = {d["root"].split()[0] for d in report["dispatches"] if d.get("config_source") == "rule (inferx-paged-attention)"}
-    assert kernels == {"inferx_paged_attention", "inferx_prefill_attention"}
+    assert kernels == {"inferx_paged_attention", "inferx_paged_attention_combine", "inferx_prefill_attention"}
     cache = manifest["generation"]["cache"]
     cache_bytes = 2 * config.num_hidden_layers * 2 * cache["blocks"] * config.num_key_value_heads \
         * cache["block_size"] * cache["row"]

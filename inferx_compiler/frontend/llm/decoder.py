@@ -205,8 +205,9 @@ class GatheredCache:
 @dataclass
 class KernelCache:
     """Attention through our paged-attention kernels (paged_attention.py): the whole cache, the
-    table and the chunk's first positions go to the kernel, which reads layer `layer`'s blocks
-    where they lie; a decode step (T = 1) in `splits` splits, a prefill chunk causally."""
+    table, the chunk's first positions and its own keys and values go to the kernel, which reads
+    layer `layer`'s blocks where they lie; a decode step (T = 1) in `splits` splits, a prefill
+    chunk causally."""
 
     cache: torch.Tensor
     table: torch.Tensor

@@ -1,21 +1,21 @@
 """Our kernels' ops from torch-mlir's FX import to IREE's context, as calls.
 
-torch.export keeps `inferx::paged_attention_partials` and `inferx::paged_prefill_attention`
+torch.export keeps `inferx::paged_decode_attention` and `inferx::paged_prefill_attention`
 (frontend/llm/paged_attention.py) as one node each, and torch-mlir's FX importer writes them as
 
-    %r:2 = torch.operator "torch.inferx.paged_attention_partials"(%q, %cache, %table, %start,
-                                                                  %layer, %splits, %window)
+    %r = torch.operator "torch.inferx.paged_decode_attention"(%q, %k, %v, %cache, %table, %start,
+                                                              %layer, %splits, %window)
 
 which torch-mlir's linalg pipeline cannot lower. `to_calls`, run before that pipeline, replaces
 each by a call of a private declaration on builtin tensors:
 
-    func.func private @inferx_paged_attention_0(tensor<..>, ...) -> (tensor<BxHxSxDxf32>,
-        tensor<BxHxSx2xf32>) attributes {inferx.kernel = "paged_attention", inferx.window = W}
-    %r:2 = call @inferx_paged_attention_0(...)
+    func.func private @inferx_paged_decode_attention_0(tensor<..>, ...) -> tensor<BxHxDxf16>
+        attributes {inferx.kernel = "paged_decode_attention", inferx.splits = S, inferx.window = W}
+    %r = call @inferx_paged_decode_attention_0(...)
 
-(one declaration a signature; the window becomes the declaration's attribute, the decode split
-count is the results' third dimension; the prefill op's kernel is "paged_prefill_attention"),
-bridged with torch_c's conversions, which the pipeline folds away. passes/paged_attention.py replaces each call by the kernel's dispatch in
+(one declaration a signature; the integer operands become the declaration's attributes; the
+prefill op's kernel is "paged_prefill_attention", with a window only), bridged with torch_c's
+conversions, which the pipeline folds away. passes/paged_attention.py replaces each call by the kernel's dispatch in
 IREE's context. `lower` runs the pipeline without its backend-contract check, which rejects
 calls, and checks instead that no torch op is left.
 """
@@ -29,16 +29,18 @@ from inferx_compiler.frontend.llm.paged_attention import PREFILL_TORCH_OPERATOR,
 
 KERNEL_ATTR = "inferx.kernel"
 WINDOW_ATTR = "inferx.window"
+SPLITS_ATTR = "inferx.splits"
 
 
 @dataclass(frozen=True)
 class KernelOp:
     kernel: str  # the declaration's inferx.kernel (passes/paged_attention.py reads it)
-    tensors: int  # leading tensor operands; the window (!torch.int) is the last operand
+    tensors: int  # leading tensor operands (q, k_new, v_new, cache, table, start, layer)
+    integers: tuple  # the attributes the trailing !torch.int operands become, in order
 
 
-KERNEL_OPS = {TORCH_OPERATOR: KernelOp("paged_attention", 5),  # q, cache, table, start, layer; splits, window
-              PREFILL_TORCH_OPERATOR: KernelOp("paged_prefill_attention", 7)}  # q, k, v, cache, table, start, layer
+KERNEL_OPS = {TORCH_OPERATOR: KernelOp("paged_decode_attention", 7, (SPLITS_ATTR, WINDOW_ATTR)),
+              PREFILL_TORCH_OPERATOR: KernelOp("paged_prefill_attention", 7, (WINDOW_ATTR,))}
 
 
 def operators(module_op) -> list:
@@ -81,16 +83,16 @@ def _replace(module_op, op, declared: dict) -> None:
 
     kind = KERNEL_OPS[ir.StringAttr(op.attributes["name"]).value]
     operands = list(op.operands)
-    window = _int_constant(operands[-1], op)
+    integers = tuple((name, _int_constant(v, op)) for name, v in zip(kind.integers, operands[kind.tensors:]))
     with ir.InsertionPoint(op), op.location:
         inputs = [ir.Operation.create("torch_c.to_builtin_tensor", results=[builtin_tensor_type(v.type)],
                                       operands=[v]).result for v in operands[:kind.tensors]]
         results = [builtin_tensor_type(r.type) for r in op.results]
         function_type = ir.FunctionType.get([v.type for v in inputs], results)
-        key = (kind.kernel, str(function_type), window)
+        key = (kind.kernel, str(function_type), integers)
         if key not in declared:
             declared[key] = _declare(module_op, f"inferx_{kind.kernel}_{len(declared)}", function_type, kind.kernel,
-                                     window)
+                                     integers)
         call = func.CallOp(results, ir.FlatSymbolRefAttr.get(declared[key]), inputs)
         for old, new in zip(list(op.results), list(call.results)):
             back = ir.Operation.create("torch_c.from_builtin_tensor", results=[old.type], operands=[new]).result
@@ -98,7 +100,7 @@ def _replace(module_op, op, declared: dict) -> None:
     op.erase()
 
 
-def _declare(module_op, name: str, function_type, kernel: str, window: int) -> str:
+def _declare(module_op, name: str, function_type, kernel: str, integers: tuple) -> str:
     from torch_mlir import ir
     from torch_mlir.dialects import func
 
@@ -106,7 +108,8 @@ def _declare(module_op, name: str, function_type, kernel: str, window: int) -> s
     with ir.InsertionPoint.at_block_begin(body), ir.Location.unknown():
         decl = func.FuncOp(name, function_type, visibility="private")
         decl.attributes[KERNEL_ATTR] = ir.StringAttr.get(kernel)
-        decl.attributes[WINDOW_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), window)
+        for attr, value in integers:
+            decl.attributes[attr] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
     return name
 
 

@@ -1,16 +1,16 @@
 """A decode step's attention through our paged-attention kernel: the op the decoder calls, its
 eager definition, the rule that picks its splits, and the combine of its splits.
 
-On CUDA targets the decoder's decode entries call `torch.ops.inferx.paged_attention_partials`
-for the cached positions (kernels/triton_paged_attention.py computes it on the GPU, reading the
-cache through the block table) and combine its per-split results with the step's own key and
-value here, in plain torch ops that the compiler fuses:
+On CUDA targets the decoder's decode steps call `torch.ops.inferx.paged_decode_attention` and its
+prefill chunks `torch.ops.inferx.paged_prefill_attention` (kernels/triton_paged_attention.py and
+triton_prefill_attention.py compute them on the GPU, reading the cache through the block table).
+A decode step is two launches:
 
-    acc[b, h, s, :], (m, l)[b, h, s] = partials(q, cache, table, start, layer)   (the kernel)
-    M   = max(max_s m, q . k_new)
-    out = (sum_s e^(m_s - M) acc_s + e^(q.k_new - M) v_new) / (sum_s e^(m_s - M) l_s + e^(q.k_new - M))
+    acc[b, h, s, :], (m, l)[b, h, s] = partials(q, k_new, v_new, cache, table, start, layer)
+                                       (split 0 also holds the step's own key and value)
+    out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s,  M = max_s m_s        (the combine)
 
-torch.export keeps the op as one node; torch-mlir's FX importer writes it as a `torch.operator`,
+torch.export keeps each op as one node; torch-mlir's FX importer writes it as a `torch.operator`,
 which frontend/llm/kernel_calls.py turns into a call that passes/paged_attention.py replaces by
 the kernel's dispatch. The eager definition below is the reference the kernel is tested
 against and what the decoder runs in torch.
@@ -29,10 +29,10 @@ import torch
 
 from inferx_compiler.kernels.triton_paged_attention import BLOCK_N, NEG
 
-OP_NAME = "inferx::paged_attention_partials"
+OP_NAME = "inferx::paged_decode_attention"
 PREFILL_OP_NAME = "inferx::paged_prefill_attention"
 # how torch-mlir's FX importer names them
-TORCH_OPERATOR = "torch.inferx.paged_attention_partials"
+TORCH_OPERATOR = "torch.inferx.paged_decode_attention"
 PREFILL_TORCH_OPERATOR = "torch.inferx.paged_prefill_attention"
 PROGRAMS_PER_SM = 2
 
@@ -80,29 +80,31 @@ def split_size(start: torch.Tensor, splits: int) -> torch.Tensor:
     return per.clamp(min=BLOCK_N)
 
 
-def partials_reference(q, cache, table, start, layer, splits: int, window: int):
-    """What the kernel computes, in torch: q [B, H, D] (scaled), cache [L, 2, N, kvh, bs, D], table
-    [B, TW] i64, start [B] i64, layer [1] i32 -> acc [B, H, splits, D] f32 (p.v, p not normalized,
-    p cast to the cache's dtype before the product as the kernel does), stats [B, H, splits, 2]
-    f32 (the split's max score m, or NEG where it has no visible position, and its sum l)."""
+def partials_reference(q, k_new, v_new, cache, table, start, layer, splits: int, window: int):
+    """What the decode kernel's first launch computes, in torch: q [B, H, D] (scaled), k_new/v_new
+    [B, kvh, 1, D], cache [L, 2, N, kvh, bs, D], table [B, TW] i64, start [B] i64, layer [1] i32 ->
+    acc [B, H, splits, D] f32 (p.v, p not normalized, p cast to the cache's dtype before the
+    product as the kernel does), stats [B, H, splits, 2] f32 (the split's max score m, or NEG
+    where it has no visible key, and its sum l). Split 0 also holds the step's own key."""
     from inferx_compiler.frontend.llm.decoder import read_blocks
 
     B, H, D = q.shape
     kvh = cache.shape[3]
     g = H // kvh
     i = layer.reshape(()).long()
-    keys = read_blocks(cache[i, 0], table).float()  # [B, kvh, P, D]
-    values = read_blocks(cache[i, 1], table)
-    P = keys.shape[2]
-    scores = torch.matmul(q.reshape(B, kvh, g, D).float(), keys.transpose(-1, -2))  # [B, kvh, g, P]
+    keys = torch.cat([read_blocks(cache[i, 0], table), k_new], dim=2).float()  # [B, kvh, P + 1, D]
+    values = torch.cat([read_blocks(cache[i, 1], table), v_new], dim=2)
+    P = keys.shape[2] - 1
+    scores = torch.matmul(q.reshape(B, kvh, g, D).float(), keys.transpose(-1, -2))  # [B, kvh, g, P + 1]
     pos = torch.arange(P, device=q.device)[None, :]
     visible = pos < start[:, None]
     if window:
         visible = visible & (pos > start[:, None] - window)
     split = torch.div(pos, split_size(start, splits)[:, None], rounding_mode="floor")  # [B, P]
     member = (split[:, :, None] == torch.arange(splits, device=q.device)[None, None, :]) & visible[:, :, None]
-    member = member[:, None, None]  # [B, 1, 1, P, S]
-    s = torch.where(member, scores[..., None], NEG)  # [B, kvh, g, P, S]
+    own = (torch.arange(splits, device=q.device) == 0).expand(B, 1, splits)  # the new key: split 0
+    member = torch.cat([member, own], dim=1)[:, None, None]  # [B, 1, 1, P + 1, S]
+    s = torch.where(member, scores[..., None], NEG)  # [B, kvh, g, P + 1, S]
     m = s.amax(dim=3)  # [B, kvh, g, S]
     p = torch.where(member, torch.exp(s - m[:, :, :, None]), 0.0)
     l = p.sum(dim=3)
@@ -112,40 +114,36 @@ def partials_reference(q, cache, table, start, layer, splits: int, window: int):
     return acc.contiguous(), stats.contiguous()
 
 
+def combine(acc, stats, dtype):
+    """The attention output [B, H, D] in `dtype` from the splits' acc [B, H, S, D] and stats
+    [B, H, S, 2] (what the decode kernel's second launch computes)."""
+    m, l = stats[..., 0], stats[..., 1]
+    w = torch.exp(m - m.amax(-1, keepdim=True))
+    return ((w[..., None] * acc).sum(2) / (w * l).sum(-1)[..., None]).to(dtype)
+
+
+def decode_reference(q, k_new, v_new, cache, table, start, layer, splits: int, window: int):
+    """The decode attention [B, H, D] in q's dtype, as the two launches compute it."""
+    acc, stats = partials_reference(q, k_new, v_new, cache, table, start, layer, splits, window)
+    return combine(acc, stats, q.dtype)
+
+
 @torch.library.custom_op(OP_NAME, mutates_args=())
-def paged_attention_partials(q: torch.Tensor, cache: torch.Tensor, table: torch.Tensor, start: torch.Tensor,
-                             layer: torch.Tensor, splits: int, window: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return partials_reference(q, cache, table, start, layer, splits, window)
+def paged_decode_attention(q: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor, cache: torch.Tensor,
+                           table: torch.Tensor, start: torch.Tensor, layer: torch.Tensor, splits: int,
+                           window: int) -> torch.Tensor:
+    return decode_reference(q, k_new, v_new, cache, table, start, layer, splits, window).contiguous()
 
 
-@paged_attention_partials.register_fake
-def _(q, cache, table, start, layer, splits, window):
-    B, H, D = q.shape
-    return q.new_empty(B, H, splits, D, dtype=torch.float32), q.new_empty(B, H, splits, 2, dtype=torch.float32)
-
-
-def combine(acc, stats, q, k_new, v_new):
-    """The attention output [B, H, D] in q's dtype from the kernel's splits and the step's own key
-    and value (k_new, v_new [B, kvh, 1, D]; q [B, H, D] scaled), softmax in float32."""
-    B, H, D = q.shape
-    kvh = k_new.shape[1]
-    g = H // kvh
-    s_self = (q.reshape(B, kvh, g, D).float() * k_new.float()).sum(-1).reshape(B, H)  # [B, H]
-    v_self = v_new.float().expand(B, kvh, g, D).reshape(B, H, D)
-    m, l = stats[..., 0], stats[..., 1]  # [B, H, S]
-    top = torch.maximum(m.amax(-1), s_self)
-    w = torch.exp(m - top[..., None])
-    w_self = torch.exp(s_self - top)
-    num = (w[..., None] * acc).sum(2) + w_self[..., None] * v_self
-    den = (w * l).sum(-1) + w_self
-    return (num / den[..., None]).to(q.dtype)
+@paged_decode_attention.register_fake
+def _(q, k_new, v_new, cache, table, start, layer, splits, window):
+    return torch.empty_like(q)
 
 
 def attend(q, k_new, v_new, cache, table, start, layer: int, splits: int, window: int):
     """Decode attention through the op: q [B, H, D] scaled; -> [B, H, D]."""
     index = torch.full((1,), layer, dtype=torch.int32)
-    acc, stats = torch.ops.inferx.paged_attention_partials(q, cache, table, start, index, splits, window)
-    return combine(acc, stats, q, k_new, v_new)
+    return torch.ops.inferx.paged_decode_attention(q, k_new, v_new, cache, table, start, index, splits, window)
 
 
 def prefill_reference(q, k_new, v_new, cache, table, start, layer, window: int):
