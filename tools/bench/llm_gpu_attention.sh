@@ -2,7 +2,8 @@
 # Decode attention on a lent GPU (run from the repository root on the device machine): the
 # paged-attention kernel alone, then Llama-3-8B-shaped fp16 generation with it and without it
 # (--disable-pass inferx-paged-attention), then transformers (PART=torch, a second call on the
-# same warm machine: its compile takes minutes); PART=profile: the kernels alone and a kernel profile. Carries build/wheels (the inferx wheel and the
+# same warm machine: its compile takes minutes); PART=profile: the kernels alone and a kernel profile.
+# ARTIFACTS (default "kernel iree") and PROFILE (default kernel) name build/llm-gpu/llama8b_$NAME.ixa. Carries build/wheels (the inferx wheel and the
 # cp312 iree-base-runtime wheel) and build/llm-gpu (llama8b config, the two artifacts):
 #   python tools/bench/llm_gpu.py config --out build/llm-gpu/llama8b
 #   inferx-compile build/llm-gpu/llama8b --target h100 --precision fp16 --weights reference --greedy-only \
@@ -19,14 +20,14 @@ W=/tmp/llama8b-weights
 if [ "${PART:-inferx}" = inferx ]; then
   timeout 100 python3 "$ROOT/tools/bench/gpu_paged_attention.py" --json "$OUT/paged_attention.json" || echo "kernel bench failed: $?"
   [ -f $W/model.safetensors.index.json ] || timeout 200 python3 "$ROOT/tools/bench/llm_gpu.py" weights --config "$ROOT/build/llm-gpu/llama8b" --out $W
-  for a in kernel iree; do
+  for a in ${ARTIFACTS:-kernel iree}; do
     timeout 130 python3 "$ROOT/tools/bench/llm_gpu.py" inferx --artifact "$ROOT/build/llm-gpu/llama8b_$a.ixa" --weights $W \
       --steps ${STEPS:-24} --warmup 4 --rounds 2 --json "$OUT/inferx_$a.json" || echo "inferx $a failed: $?"
   done
 elif [ "$PART" = profile ]; then  # the kernels alone, then where a kernel build's decode step spends its time
   timeout 100 python3 "$ROOT/tools/bench/gpu_paged_attention.py" --json "$OUT/paged_attention.json" || echo "kernel bench failed: $?"
   [ -f $W/model.safetensors.index.json ] || timeout 200 python3 "$ROOT/tools/bench/llm_gpu.py" weights --config "$ROOT/build/llm-gpu/llama8b" --out $W
-  timeout 150 python3 "$ROOT/tools/bench/llm_gpu.py" profile --artifact "$ROOT/build/llm-gpu/llama8b_kernel.ixa" --weights $W \
+  timeout 150 python3 "$ROOT/tools/bench/llm_gpu.py" profile --artifact "$ROOT/build/llm-gpu/llama8b_${PROFILE:-kernel}.ixa" --weights $W \
     --json "$OUT/profile_kernel.json" --top 14 2>&1 | grep -v "^ *[0-9.]* us  x *[0-9.]*  .*matvec_like" || echo "profile failed: $?"
 else
   [ -f $W/model.safetensors.index.json ] || timeout 200 python3 "$ROOT/tools/bench/llm_gpu.py" weights --config "$ROOT/build/llm-gpu/llama8b" --out $W
