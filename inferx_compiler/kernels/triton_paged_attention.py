@@ -35,7 +35,7 @@ import hashlib
 import json
 from typing import Optional
 
-NEG = -1.0e30  # the decoder's finite "minus infinity" (frontend/llm/decoder.py NEG)
+NEG = -1.0e30  # the finite "minus infinity" of masked scores (frontend/llm/attention.py NEG)
 ELEMENT_TYPES = {"f16": "fp16", "bf16": "bf16"}
 tl = None  # triton.language, set by kernel_function (the kernel body reads it as a global)
 MIN_ROWS = 16  # tl.dot's smallest tile side

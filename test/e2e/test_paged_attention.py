@@ -130,7 +130,7 @@ def test_splits_combine_to_the_softmax_over_every_visible_key():
     """The two launches' definition (the splits, the step's own key in split 0, their combine)
     equals a float64 softmax over the visible cached keys and the new one, whatever the splits
     (so splits are only a schedule)."""
-    from inferx_compiler.frontend.llm.decoder import read_blocks
+    from inferx_compiler.frontend.llm.attention import read_blocks
 
     q, cache, table, start, layer = _cache_case(2, 2, 3, 64, [37, 75], dtype=torch.float32)
     k_new, v_new = torch.randn(2, 2, 1, 64), torch.randn(2, 2, 1, 64)

@@ -158,7 +158,7 @@ def _reference(q, cache, table, start, layer, k_new, v_new, window):
     """float64 softmax attention of each query over its visible cached keys and its own new key."""
     import torch
 
-    from inferx_compiler.frontend.llm.decoder import read_blocks
+    from inferx_compiler.frontend.llm.attention import read_blocks
 
     B, H, D = q.shape
     kvh = cache.shape[3]

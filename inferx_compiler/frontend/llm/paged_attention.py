@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from inferx_compiler.kernels.triton_paged_attention import BLOCK_N, NEG
+from inferx_compiler.frontend.llm.attention import NEG, GatheredCache, attention_masks, read_blocks
+from inferx_compiler.kernels.triton_paged_attention import BLOCK_N
 
 OP_NAME = "inferx::paged_decode_attention"
 PREFILL_OP_NAME = "inferx::paged_prefill_attention"
@@ -86,8 +87,6 @@ def partials_reference(q, k_new, v_new, cache, table, start, layer, splits: int,
     acc [B, H, splits, D] f32 (p.v, p not normalized, p cast to the cache's dtype before the
     product as the kernel does), stats [B, H, splits, 2] f32 (the split's max score m, or NEG
     where it has no visible key, and its sum l). Split 0 also holds the step's own key."""
-    from inferx_compiler.frontend.llm.decoder import read_blocks
-
     B, H, D = q.shape
     kvh = cache.shape[3]
     g = H // kvh
@@ -150,8 +149,6 @@ def prefill_reference(q, k_new, v_new, cache, table, start, layer, window: int):
     """What the prefill kernel computes, in torch (the decoder's own attention): q [B, H, T, D]
     scaled, k_new/v_new [B, kvh, T, D], cache, table, start [B] (the chunk's first position), layer
     [1] i32 -> [B, H, T, D] in q's dtype."""
-    from inferx_compiler.frontend.llm.decoder import GatheredCache, attention_masks, read_blocks
-
     B, H, T, D = q.shape
     kvh = cache.shape[3]
     i = layer.reshape(()).long()
@@ -176,3 +173,29 @@ def attend_chunk(q, k_new, v_new, cache, table, start, layer: int, window: int):
     """A prefill chunk's attention through the op: q [B, H, T, D] scaled -> [B, H, T, D]."""
     index = torch.full((1,), layer, dtype=torch.int32)
     return torch.ops.inferx.paged_prefill_attention(q, k_new, v_new, cache, table, start, index, window)
+
+
+@dataclass
+class KernelCache:
+    """One layer's attention through our paged-attention kernels' ops: the whole cache, the
+    table, the chunk's first positions and its own keys and values go to the kernel, which reads
+    layer `layer`'s blocks where they lie; a decode step (T = 1) in `splits` splits, a prefill
+    chunk causally."""
+
+    cache: torch.Tensor
+    table: torch.Tensor
+    start: torch.Tensor
+    layer: int
+    splits: int
+    window: int
+
+    def attend(self, qg, k, v):
+        B, kvh, rows, d = qg.shape
+        T = k.shape[2]
+        if T == 1:
+            out = attend(qg.reshape(B, rows * kvh, d), k, v, self.cache, self.table, self.start, self.layer,
+                         self.splits, self.window)
+        else:
+            out = attend_chunk(qg.reshape(B, kvh * rows // T, T, d), k, v, self.cache, self.table, self.start,
+                               self.layer, self.window)
+        return out.reshape(B, kvh, rows, d)

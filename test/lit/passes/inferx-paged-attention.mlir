@@ -53,18 +53,6 @@ func.func @windowed(%q: tensor<1x4x64xbf16>, %k: tensor<1x4x1x64xbf16>, %v: tens
 
 // -----
 
-// Calls of other functions are not ours: left as they are.
-// CHECK-LABEL: func.func @other_call(
-// CHECK:         call @helper
-// CHECK-NOT:     flow.dispatch
-func.func private @helper(tensor<4xf32>) -> tensor<4xf32>
-func.func @other_call(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %y = call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32>
-  return %y : tensor<4xf32>
-}
-
-// -----
-
 // A prefill chunk (batch 1, 32 tokens, 8 heads over 2 KV heads) attends through the prefill
 // kernel: it reads q, the chunk's own keys and values and the cache; 1 x 2 programs (batch x KV
 // heads) by 2 tiles of 64 query rows (4 heads x 32 tokens a KV head), one output, then Triton's
