@@ -1,8 +1,10 @@
 """Our own Llama-family decoder (Llama / Mistral / Qwen2 / SmolLM) in PyTorch, export-friendly.
 
 Pieces: `RMSNorm`, RoPE (`rope_cos_sin`, `apply_rope`; scaling folded into the inverse
-frequencies by `config.rope_inv_freq`), `Attention` (GQA without repeating KV heads),
-`MLP` (SwiGLU), `DecoderLayer`, `LlamaDecoder`.
+frequencies by `config.rope_inv_freq`), `Attention` (GQA without repeating KV heads; the
+projections and RoPE here, the attention itself by a cache view: `attention.GatheredCache`, written
+out in torch ops, or `paged_attention.KernelCache`, our kernels' ops on CUDA builds), `MLP`
+(SwiGLU), `DecoderLayer`, `LlamaDecoder`.
 
 KV cache: one tensor in the model's dtype, in fixed-size blocks, that the entry points MUTATE
 in place,
