@@ -130,7 +130,9 @@ def kernel_spec(call, decl, target):
 
 
 def _is_decode(spec) -> bool:
-    return hasattr(spec, "splits")
+    from inferx_compiler.kernels.triton_paged_attention import PagedAttentionSpec
+
+    return isinstance(spec, PagedAttentionSpec)
 
 
 def external_kernels(spec) -> list:

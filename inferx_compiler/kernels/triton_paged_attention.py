@@ -42,8 +42,28 @@ MIN_ROWS = 16  # tl.dot's smallest tile side
 BLOCK_N = 64  # cached positions a loop step
 
 
+def spec_key(prefix: str, spec) -> str:
+    """A spec's cache key: its fields and the kernels' sources (source_digest)."""
+    text = json.dumps(dataclasses.asdict(spec), sort_keys=True) + source_digest()
+    return prefix + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class CacheReader:
+    """What the decode and prefill specs share: the checks on the cache's element type and head
+    size, and the query heads (fields kv_heads, group, head_dim, element_type)."""
+
+    def __post_init__(self):
+        why = unsupported(self.head_dim, self.element_type, getattr(self, "splits", 1))
+        if why:
+            raise ValueError(why)
+
+    @property
+    def heads(self) -> int:
+        return self.kv_heads * self.group
+
+
 @dataclasses.dataclass(frozen=True)
-class PagedAttentionSpec:
+class PagedAttentionSpec(CacheReader):
     """One compiled kernel: a decode batch over a cache of `layers` x 2 x `blocks` x `kv_heads` x
     `block_size` x `head_dim` elements of `element_type`, read through a [batch, table_width]
     table, in `splits` slices of the table's positions."""
@@ -64,15 +84,6 @@ class PagedAttentionSpec:
     warps: int = 4
     stages: int = 2
 
-    def __post_init__(self):
-        why = unsupported(self.head_dim, self.element_type, self.splits)
-        if why:
-            raise ValueError(why)
-
-    @property
-    def heads(self) -> int:
-        return self.kv_heads * self.group
-
     @property
     def rows(self) -> int:
         """Query rows a program: the group padded to a power of two of at least MIN_ROWS."""
@@ -83,8 +94,7 @@ class PagedAttentionSpec:
         return (self.batch * self.kv_heads, self.splits, 1)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + source_digest()
-        return "paged-attention-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return spec_key("paged-attention-", self)
 
     def constants(self) -> dict:
         return dict(KVH=self.kv_heads, G=self.group, GP=self.rows, D=self.head_dim, BS=self.block_size,
@@ -220,8 +230,7 @@ class CombineSpec:
         return (self.rows, 1, 1)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + source_digest()
-        return "paged-attention-combine-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return spec_key("paged-attention-combine-", self)
 
     def constants(self) -> dict:
         return dict(SPLITS=self.splits, SP=max(2, 1 << (self.splits - 1).bit_length()), D=self.head_dim)

@@ -21,11 +21,9 @@ into the cache after every layer has attended. The layer index is read from a on
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from typing import Optional
 
-from inferx_compiler.kernels.triton_paged_attention import ELEMENT_TYPES, source_digest, unsupported
+from inferx_compiler.kernels.triton_paged_attention import ELEMENT_TYPES, CacheReader, spec_key
 
 tl = None  # triton.language, set by kernel_function (the kernel body reads it as a global)
 BLOCK_M = 64  # query rows a program
@@ -33,7 +31,7 @@ BLOCK_N = 64  # keys a loop step
 
 
 @dataclasses.dataclass(frozen=True)
-class PrefillAttentionSpec:
+class PrefillAttentionSpec(CacheReader):
     """One compiled kernel: chunks of `length` tokens at batch `batch` over a cache of `layers` x 2
     x `blocks` x `kv_heads` x `block_size` x `head_dim` elements, read through a [batch,
     table_width] table."""
@@ -55,22 +53,12 @@ class PrefillAttentionSpec:
     warps: int = 4
     stages: int = 2
 
-    def __post_init__(self):
-        why = unsupported(self.head_dim, self.element_type, 1)
-        if why:
-            raise ValueError(why)
-
-    @property
-    def heads(self) -> int:
-        return self.kv_heads * self.group
-
     @property
     def grid(self) -> tuple[int, int, int]:
         return (self.batch * self.kv_heads, -(-self.group * self.length // self.block_m), 1)
 
     def key(self) -> str:
-        text = json.dumps(dataclasses.asdict(self), sort_keys=True) + source_digest()
-        return "prefill-attention-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        return spec_key("prefill-attention-", self)
 
     def constants(self) -> dict:
         return dict(KVH=self.kv_heads, G=self.group, T=self.length, D=self.head_dim, BS=self.block_size,
